@@ -1,0 +1,196 @@
+#include "validation.h"
+
+#include "target_mask.h"
+
+#include <c10/util/Exception.h>
+
+#include <string>
+
+namespace ascend_ops {
+namespace {
+
+constexpr const char* kFlce = "fused_linear_cross_entropy_loss_grad";
+constexpr const char* kBn = "batch_norm_reduce_backward";
+
+// The spelling Python users know: torch.bfloat16, not BFloat16.
+std::string dtype_name(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return "torch.float32";
+    case at::kDouble: return "torch.float64";
+    case at::kHalf: return "torch.float16";
+    case at::kBFloat16: return "torch.bfloat16";
+    case at::kByte: return "torch.uint8";
+    case at::kChar: return "torch.int8";
+    case at::kShort: return "torch.int16";
+    case at::kInt: return "torch.int32";
+    case at::kLong: return "torch.int64";
+    case at::kBool: return "torch.bool";
+    default: return std::string("torch.") + c10::toString(t);
+  }
+}
+
+bool is_half(at::ScalarType t) { return t == at::kHalf || t == at::kBFloat16; }
+
+void check_dim(const char* op, const char* name, const at::Tensor& t, int64_t dim) {
+  TORCH_CHECK_VALUE(t.dim() == dim, op, ": '", name, "' must be ", dim, "-D, got a ",
+                    t.dim(), "-D tensor of shape ", t.sym_sizes());
+}
+
+void check_same_device(const char* op, const char* name, const at::Tensor& t,
+                       const at::Tensor& input) {
+  TORCH_CHECK_VALUE(t.device() == input.device(), op, ": '", name,
+                    "' must be on the same device as 'input' (", input.device(), "), got ",
+                    t.device());
+}
+
+void check_length(const char* op, const char* name, const at::Tensor& t,
+                  const c10::SymInt& length, const char* what) {
+  TORCH_CHECK_VALUE(t.sym_size(0) == length, op, ": '", name, "' must have length ",
+                    what, " = ", length, ", got ", t.sym_size(0));
+}
+
+}  // namespace
+
+void check_fused_linear_cross_entropy_loss_grad(
+    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
+    const at::Tensor& target_mask, const at::Tensor& masked_target, double label_smoothing,
+    const std::optional<at::Tensor>& logits_max,
+    const std::optional<at::Tensor>& sum_exp_logits,
+    const std::optional<at::Tensor>& softmax, bool check_values) {
+  const char* op = kFlce;
+  TORCH_CHECK_TYPE(is_half(input.scalar_type()), op,
+                   ": 'input' must be torch.float16 or torch.bfloat16, got ",
+                   dtype_name(input.scalar_type()));
+  check_dim(op, "input", input, 2);
+  const c10::SymInt bt = input.sym_size(0);
+  const c10::SymInt h = input.sym_size(1);
+
+  TORCH_CHECK_TYPE(weight.scalar_type() == input.scalar_type(), op,
+                   ": 'weight' must have the dtype of 'input' (",
+                   dtype_name(input.scalar_type()), "), got ",
+                   dtype_name(weight.scalar_type()));
+  check_dim(op, "weight", weight, 2);
+  TORCH_CHECK_VALUE(weight.sym_size(1) == h, op, ": 'weight' must be [V, H] with H = ", h,
+                    " (input.size(1)), got shape ", weight.sym_sizes());
+  const c10::SymInt v = weight.sym_size(0);
+  check_same_device(op, "weight", weight, input);
+
+  TORCH_CHECK_TYPE(grad.scalar_type() == at::kFloat, op,
+                   ": 'grad' must be torch.float32, got ", dtype_name(grad.scalar_type()));
+  check_dim(op, "grad", grad, 1);
+  check_length(op, "grad", grad, bt, "BT (input.size(0))");
+  check_same_device(op, "grad", grad, input);
+
+  const at::ScalarType target_type = masked_target.scalar_type();
+  TORCH_CHECK_TYPE(target_type == at::kInt || target_type == at::kLong, op,
+                   ": 'masked_target' must be torch.int32 or torch.int64, got ",
+                   dtype_name(target_type));
+  check_dim(op, "masked_target", masked_target, 1);
+  check_length(op, "masked_target", masked_target, bt, "BT (input.size(0))");
+  check_same_device(op, "masked_target", masked_target, input);
+
+  const at::ScalarType mask_type = target_mask.scalar_type();
+  TORCH_CHECK_TYPE(mask_type == at::kByte || mask_type == at::kBool, op,
+                   ": 'target_mask' must be bit-packed torch.uint8 or torch.bool, got ",
+                   dtype_name(mask_type));
+  check_dim(op, "target_mask", target_mask, 1);
+  if (mask_type == at::kBool) {
+    check_length(op, "target_mask", target_mask, bt, "BT (input.size(0)) for a bool mask");
+  } else {
+    const c10::SymInt packed_bytes = (bt + 7) / 8;
+    TORCH_CHECK_VALUE(target_mask.sym_size(0) >= packed_bytes, op,
+                      ": bit-packed 'target_mask' must hold at least ceil(BT / 8) = ",
+                      packed_bytes, " bytes for BT = ", bt, ", got ",
+                      target_mask.sym_size(0));
+  }
+  check_same_device(op, "target_mask", target_mask, input);
+
+  TORCH_CHECK_VALUE(label_smoothing == 0.0, op,
+                    ": 'label_smoothing' must be 0.0 (only 0.0 is supported, as on the NPU), got ",
+                    label_smoothing);
+
+  if (softmax.has_value()) {
+    // High-performance mode: the forward kept the softmax.
+    const at::Tensor& p = *softmax;
+    TORCH_CHECK_TYPE(p.scalar_type() == at::kFloat, op,
+                     ": 'softmax' must be torch.float32, got ", dtype_name(p.scalar_type()));
+    check_dim(op, "softmax", p, 2);
+    TORCH_CHECK_VALUE(p.sym_size(0) == bt && p.sym_size(1) == v, op,
+                      ": 'softmax' must be [BT, V] = [", bt, ", ", v, "], got shape ",
+                      p.sym_sizes());
+    check_same_device(op, "softmax", p, input);
+  } else {
+    // Memory-saving mode: the softmax is recomputed from the row statistics.
+    const std::pair<const char*, const std::optional<at::Tensor>*> stats[] = {
+        {"logits_max", &logits_max}, {"sum_exp_logits", &sum_exp_logits}};
+    for (const auto& [name, stat] : stats) {
+      TORCH_CHECK_VALUE(stat->has_value(), op, ": '", name,
+                        "' is required when 'softmax' is None (memory-saving mode), got None");
+      const at::Tensor& t = **stat;
+      TORCH_CHECK_TYPE(t.scalar_type() == at::kFloat, op, ": '", name,
+                       "' must be torch.float32, got ", dtype_name(t.scalar_type()));
+      check_dim(op, name, t, 1);
+      check_length(op, name, t, bt, "BT (input.size(0))");
+      check_same_device(op, name, t, input);
+    }
+  }
+
+  if (check_values) {
+    const int64_t rows = bt.expect_int();
+    const int64_t vocab = v.expect_int();
+    const std::vector<int64_t> columns = target_columns(target_mask, masked_target, rows);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t c = columns[i];
+      TORCH_CHECK_VALUE(c == kMaskedRow || (c >= 0 && c < vocab), op,
+                        ": 'masked_target' must lie in [0, V) = [0, ", vocab,
+                        ") on rows that are not masked, got masked_target[", i, "] = ", c);
+    }
+  }
+}
+
+void check_batch_norm_reduce_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight) {
+  const char* op = kBn;
+  const auto check_data_dtype = [op](const char* name, const at::Tensor& t) {
+    const at::ScalarType s = t.scalar_type();
+    TORCH_CHECK_TYPE(s == at::kFloat || is_half(s), op, ": '", name,
+                     "' must be torch.float32, torch.float16 or torch.bfloat16, got ",
+                     dtype_name(s));
+  };
+  check_data_dtype("input", input);
+  TORCH_CHECK_VALUE(input.dim() >= 2 && input.dim() <= 8, op,
+                    ": 'input' must have 2 to 8 dims [N, C, *], got a ", input.dim(),
+                    "-D tensor of shape ", input.sym_sizes());
+  const c10::SymInt c = input.sym_size(1);
+  TORCH_CHECK_VALUE(c >= 1, op, ": 'input' must have at least one channel (C = size(1) >= 1), got shape ",
+                    input.sym_sizes());
+
+  check_data_dtype("grad_out", grad_out);
+  TORCH_CHECK_TYPE(grad_out.scalar_type() == input.scalar_type(), op,
+                   ": 'grad_out' must have the dtype of 'input' (",
+                   dtype_name(input.scalar_type()), "), got ",
+                   dtype_name(grad_out.scalar_type()));
+  TORCH_CHECK_VALUE(grad_out.sym_sizes() == input.sym_sizes(), op,
+                    ": 'grad_out' must have the shape of 'input' ", input.sym_sizes(),
+                    ", got ", grad_out.sym_sizes());
+  check_same_device(op, "grad_out", grad_out, input);
+
+  const auto check_per_channel = [&](const char* name, const at::Tensor& t) {
+    check_data_dtype(name, t);
+    check_dim(op, name, t, 1);
+    check_length(op, name, t, c, "C (input.size(1))");
+    check_same_device(op, name, t, input);
+  };
+  check_per_channel("mean", mean);
+  check_per_channel("invstd", invstd);
+  if (weight.has_value()) {
+    check_per_channel("weight", *weight);
+  }
+}
+
+at::ScalarType batch_norm_reduce_output_dtype(at::ScalarType input, at::ScalarType mean) {
+  return input == at::kHalf && mean == at::kHalf ? at::kHalf : at::kFloat;
+}
+
+}  // namespace ascend_ops

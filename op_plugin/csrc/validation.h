@@ -1,0 +1,35 @@
+// The one validation of each operator (SPEC §1, §2), shared by every implementation:
+// the CPU and NPU kernels call it in C++, the reference and the fake kernels call it
+// from Python through ascend_ops._C. A failed check throws c10::TypeError (wrong dtype)
+// or c10::ValueError (anything else), which Python sees as TypeError / ValueError, with
+// a message naming the argument, what was expected and what was given. Nothing is
+// written before these checks pass.
+//
+// Sizes are read as SymInts so the same checks run on the symbolic shapes of
+// torch.compile's fake tensors.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+namespace ascend_ops {
+
+// `check_values` also reads masked_target and target_mask (impossible on fake tensors)
+// to reject an unmasked row whose target lies outside [0, V).
+void check_fused_linear_cross_entropy_loss_grad(
+    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
+    const at::Tensor& target_mask, const at::Tensor& masked_target, double label_smoothing,
+    const std::optional<at::Tensor>& logits_max,
+    const std::optional<at::Tensor>& sum_exp_logits,
+    const std::optional<at::Tensor>& softmax, bool check_values);
+
+void check_batch_norm_reduce_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight);
+
+// torch_npu's rule for the dtype of the four sums: float16 when input and mean are both
+// float16, float32 otherwise (a bfloat16 input gives float32 sums).
+at::ScalarType batch_norm_reduce_output_dtype(at::ScalarType input, at::ScalarType mean);
+
+}  // namespace ascend_ops

@@ -1,0 +1,28 @@
+"""ascend_ops: fused linear cross entropy backward and batch-norm reduce backward,
+registered as torch operators (`torch.ops.ascend_ops.*`) with a C++ CPU kernel and a
+plain-torch reference, sharing one validation.
+"""
+
+from __future__ import annotations
+
+from . import _extension, reference
+from ._impls import IMPLS, ImplStatus, available_impls
+from .masks import pack_target_mask, unpack_target_mask
+from .ops import batch_norm_reduce_backward, fused_linear_cross_entropy_loss_grad
+
+__all__ = [
+    "IMPLS",
+    "ImplStatus",
+    "available_impls",
+    "batch_norm_reduce_backward",
+    "fused_linear_cross_entropy_loss_grad",
+    "pack_target_mask",
+    "reference",
+    "unpack_target_mask",
+]
+__version__ = "0.1.0"
+
+if _extension.load_error is None:
+    from . import _fake
+
+    _fake.register()

@@ -1,0 +1,34 @@
+"""`python -m ascend_ops`: which implementations run here, and a parity table of each
+against the float64 reference. Exits non-zero if any row fails SPEC §4's tolerances or
+no implementation can run."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+
+from . import __version__
+from ._impls import available_impls
+from .parity import format_table, parity_rows
+
+
+def main() -> int:
+    print(f"ascend_ops {__version__} (torch {torch.__version__}, {torch.get_num_threads()} threads)")
+    print("\nImplementations:")
+    status = available_impls()
+    for name, s in status.items():
+        print(f"  {name:<10} {'available' if s.available else 'unavailable: ' + str(s.reason)}")
+    if not any(s.available for s in status.values()):
+        print("\nno implementation can run: nothing to compare")
+        return 1
+    print("\nParity against the float64 reference (SPEC §4 tolerances):")
+    rows = parity_rows()
+    print(format_table(rows))
+    failed = sum(not r.passed for r in rows)
+    print(f"\n{len(rows) - failed} of {len(rows)} parity rows within tolerance")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

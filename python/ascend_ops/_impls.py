@@ -1,0 +1,58 @@
+"""Which implementation runs a call: the `impl=` option and `available_impls()`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import _extension
+
+__all__ = ["ImplStatus", "available_impls", "IMPLS"]
+
+#: Every implementation this version knows, in the order "auto" prefers them.
+#: "cpu": the C++ kernel. "reference": plain torch (reference.py), the oracle.
+IMPLS = ("cpu", "reference")
+
+
+@dataclass(frozen=True)
+class ImplStatus:
+    """Whether an implementation can run on this machine, and if not, why."""
+
+    available: bool
+    reason: str | None = None
+
+
+def available_impls() -> dict[str, ImplStatus]:
+    """For each known implementation, whether it can run here and, if not, why."""
+    if _extension.load_error is not None:
+        # Both need _C: the CPU kernel lives there, and so does the validation the
+        # reference shares with it.
+        down = ImplStatus(False, _extension.load_error)
+        return {name: down for name in IMPLS}
+    return {name: ImplStatus(True) for name in IMPLS}
+
+
+def resolve(impl: str, device: torch.device) -> str:
+    """The implementation to run for `impl` on tensors of `device`; raises if it cannot run."""
+    if impl != "auto" and impl not in IMPLS:
+        raise ValueError(f"impl must be 'auto' or one of {IMPLS}, got {impl!r}")
+    status = available_impls()
+    if impl == "auto":
+        if device.type == "cpu" and status["cpu"].available:
+            return "cpu"
+        reasons = "; ".join(f"{name}: {why_not(name, device, status[name])}" for name in IMPLS)
+        raise RuntimeError(f"impl='auto': no implementation runs on {device} tensors ({reasons})")
+    if not status[impl].available:
+        raise RuntimeError(f"impl={impl!r} is not available: {status[impl].reason}")
+    if impl == "cpu" and device.type != "cpu":
+        raise ValueError(f"impl='cpu' needs CPU tensors, got tensors on {device}")
+    return impl
+
+
+def why_not(name: str, device: torch.device, status: ImplStatus) -> str:
+    if not status.available:
+        return status.reason or "unavailable"
+    if name == "cpu":
+        return f"needs CPU tensors, got {device}"
+    return "never chosen by 'auto' (the oracle; ask for it with impl='reference')"

@@ -1,0 +1,100 @@
+"""The public operators: one typed function per op, choosing an implementation by `impl`."""
+
+from __future__ import annotations
+
+import torch
+
+from . import reference
+from ._extension import native
+from ._impls import resolve
+
+__all__ = ["fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward"]
+
+
+def fused_linear_cross_entropy_loss_grad(
+    grad: torch.Tensor,
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    target_mask: torch.Tensor,
+    masked_target: torch.Tensor,
+    label_smoothing: float = 0.0,
+    logits_max: torch.Tensor | None = None,
+    sum_exp_logits: torch.Tensor | None = None,
+    softmax: torch.Tensor | None = None,
+    *,
+    impl: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Backward of vocab-parallel cross entropy fused with the LM head (SPEC §1).
+
+    With `weight` this rank's vocabulary shard [V, H] and `logits = input @ weight.T`::
+
+        P = softmax if softmax is not None else \\
+            torch.exp(logits.float() - logits_max[:, None]) / sum_exp_logits[:, None]
+        P[rows not masked, masked_target] -= 1
+        G = (P * grad[:, None]).to(input.dtype)
+        input_grad, weight_grad = G @ weight, G.T @ input   # fp32 accumulation
+
+    Args:
+        grad: float32 [BT], upstream gradient of each row's loss.
+        input, weight: float16 or bfloat16 [BT, H] and [V, H], one dtype.
+        target_mask: bit-packed uint8 [>= ceil(BT/8)] (LSB first) or bool [BT]; a set
+            bit / True marks a row whose target is in another shard.
+        masked_target: int32 or int64 [BT], the target's column in this shard; must lie
+            in [0, V) on rows that are not masked.
+        label_smoothing: only 0.0 is supported.
+        logits_max, sum_exp_logits: float32 [BT], the global row statistics of the
+            forward; required when `softmax` is None (memory-saving mode).
+        softmax: float32 [BT, V] kept by the forward (high-performance mode). The op may
+            use it as scratch: its contents are undefined afterwards.
+        impl: "auto" (by device), "cpu" or "reference"; see `available_impls()`.
+
+    Returns:
+        (input_grad [BT, H], weight_grad [V, H]), both in input's dtype.
+    """
+    args = (grad, input, weight, target_mask, masked_target, label_smoothing,
+            logits_max, sum_exp_logits, softmax)
+    if resolve(impl, input.device) == "reference":
+        native().check_fused_linear_cross_entropy_loss_grad(*args, check_values=True)
+        return reference.fused_linear_cross_entropy_loss_grad(*args)
+    return torch.ops.ascend_ops.fused_linear_cross_entropy_loss_grad(*args)
+
+
+def batch_norm_reduce_backward(
+    grad_out: torch.Tensor,
+    input: torch.Tensor,
+    mean: torch.Tensor,
+    invstd: torch.Tensor,
+    weight: torch.Tensor | None,
+    input_g: bool,
+    weight_g: bool,
+    bias_g: bool,
+    *,
+    impl: str = "auto",
+) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """Per-channel reductions of batch-norm backward, the core of SyncBatchNorm (SPEC §2).
+
+    Reducing over every dim but 1 (`dims`), with `mean` shaped to broadcast over it::
+
+        sum_dy      = grad_out.float().sum(dims)
+        sum_dy_xmu  = (grad_out.float() * (input.float() - mean)).sum(dims)
+        grad_weight = sum_dy_xmu * invstd
+        grad_bias   = sum_dy
+
+    Args:
+        grad_out, input: [N, C, *] with 2 to 8 dims, one dtype (float32, float16 or
+            bfloat16) and one shape.
+        mean, invstd: [C], the batch statistics of the forward.
+        weight: [C] or None; it does not enter the math (accepted for compatibility).
+        input_g, weight_g, bias_g: which outputs to compute: sum_dy and sum_dy_xmu when
+            input_g, grad_weight when weight_g, grad_bias when bias_g.
+        impl: "auto" (by device), "cpu" or "reference"; see `available_impls()`.
+
+    Returns:
+        (sum_dy, sum_dy_xmu, grad_weight, grad_bias), each [C] or None when not asked
+        for; float16 when input and mean are both float16, float32 otherwise.
+    """
+    args = (grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g)
+    if resolve(impl, input.device) == "reference":
+        native().check_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight)
+        return reference.batch_norm_reduce_backward(*args)
+    return torch.ops.ascend_ops.batch_norm_reduce_backward(*args)

@@ -1,0 +1,88 @@
+"""Parity table: every available implementation against the float64 reference.
+
+For each op, implementation and dtype, runs the shared sample cases (ascend_ops.testing)
+and reports the largest error against the float64 reference of the same math and
+whether every output met SPEC §4's tolerance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import ops, testing
+from ._impls import available_impls
+
+
+@dataclass
+class ParityRow:
+    op: str
+    impl: str
+    dtype: str
+    cases: int
+    max_abs_error: float
+    max_rel_error: float
+    passed: bool
+    worst: str  # the failing case and its worst element, or ""
+
+
+def _clone(inputs: dict) -> dict:
+    # High-performance mode may use softmax as scratch: give every run its own copy.
+    return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def _op_rows(op: str, impl: str, groups: dict, run, oracle, naive) -> list[ParityRow]:
+    rows = []
+    for dtype, cases in groups.items():
+        row = ParityRow(op, impl, str(dtype).removeprefix("torch."), 0, 0.0, 0.0, True, "")
+        for case, inputs in cases:
+            outputs = run(_clone(inputs), impl)
+            for name, ours, ref, low in zip(("out0", "out1", "out2", "out3"), outputs,
+                                            oracle(inputs), naive(inputs)):
+                if ours is None:
+                    continue
+                result = testing.compare(ours, ref, low)
+                row.max_abs_error = max(row.max_abs_error, result.max_abs_error)
+                row.max_rel_error = max(row.max_rel_error, result.max_rel_error)
+                if not result.passed and row.passed:
+                    row.passed = False
+                    row.worst = f"{case.name} output {name}: {result.message}"
+            row.cases += 1
+        rows.append(row)
+    return rows
+
+
+def parity_rows(impls: list[str] | None = None) -> list[ParityRow]:
+    """Run the parity grid for `impls` (default: every available implementation)."""
+    status = available_impls()
+    impls = impls or [name for name, s in status.items() if s.available]
+    flce_groups: dict = {}
+    for case in testing.flce_cases():
+        flce_groups.setdefault(case.dtype, []).append((case, testing.flce_inputs(case)))
+    bn_groups: dict = {}
+    for case in testing.bn_cases():
+        bn_groups.setdefault(case.dtype, []).append((case, testing.bn_inputs(case)))
+
+    rows = []
+    for impl in impls:
+        rows += _op_rows(
+            "fused_linear_cross_entropy_loss_grad", impl, flce_groups,
+            lambda inputs, impl: ops.fused_linear_cross_entropy_loss_grad(**inputs, impl=impl),
+            testing.flce_oracle, testing.flce_naive)
+        rows += _op_rows(
+            "batch_norm_reduce_backward", impl, bn_groups,
+            lambda inputs, impl: ops.batch_norm_reduce_backward(**inputs, impl=impl),
+            testing.bn_oracle, testing.bn_naive)
+    return rows
+
+
+def format_table(rows: list[ParityRow]) -> str:
+    header = ("op", "impl", "dtype", "cases", "max abs err", "max rel err", "result")
+    body = [(r.op, r.impl, r.dtype, str(r.cases), f"{r.max_abs_error:.3g}",
+             f"{r.max_rel_error:.3g}", "pass" if r.passed else "FAIL") for r in rows]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)) for line in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    failures = [f"FAIL {r.op} [{r.impl}, {r.dtype}]: {r.worst}" for r in rows if not r.passed]
+    return "\n".join(lines + failures)

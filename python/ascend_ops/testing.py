@@ -1,0 +1,216 @@
+"""Sample inputs and SPEC §4 tolerances, shared by the tests and the parity table.
+
+One generator feeds every check: `flce_cases()` / `bn_cases()` list named cases, and
+`flce_inputs(case)` / `bn_inputs(case)` build their tensors deterministically.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .masks import pack_target_mask
+from .reference import batch_norm_reduce_backward as _bn_reference
+from .reference import fused_linear_cross_entropy_loss_grad as _flce_reference
+
+__all__ = [
+    "FlceCase", "BnCase", "flce_cases", "bn_cases", "flce_inputs", "bn_inputs",
+    "Comparison", "compare", "tolerance", "flce_oracle", "bn_oracle",
+]
+
+MEMORY_SAVING = "memory-saving"
+HIGH_PERFORMANCE = "high-performance"
+
+
+@dataclass(frozen=True)
+class FlceCase:
+    bt: int
+    h: int
+    v: int
+    dtype: torch.dtype = torch.bfloat16
+    mode: str = MEMORY_SAVING
+    mask: str = "packed"  # or "bool"
+    target_dtype: torch.dtype = torch.int64
+    masked_fraction: float = 0.3
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        dt = str(self.dtype).removeprefix("torch.")
+        return f"bt{self.bt}-h{self.h}-v{self.v}-{dt}-{self.mode}-{self.mask}"
+
+
+@dataclass(frozen=True)
+class BnCase:
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    mean_dtype: torch.dtype = torch.float32
+    mean_offset: float = 0.0  # shifts input and mean together: |mean| >> std when large
+    channels_last: bool = False
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        dt = str(self.dtype).removeprefix("torch.")
+        shift = f"-mean{self.mean_offset:g}" if self.mean_offset else ""
+        return f"{'x'.join(map(str, self.shape))}-{dt}{shift}"
+
+
+def flce_cases(dtypes=(torch.float16, torch.bfloat16)) -> list[FlceCase]:
+    """Odd sizes, both modes, both mask encodings, both target dtypes, and empties."""
+    cases = []
+    for dtype in dtypes:
+        for mode in (MEMORY_SAVING, HIGH_PERFORMANCE):
+            cases += [
+                FlceCase(37, 65, 203, dtype, mode, "packed", torch.int64),
+                FlceCase(64, 128, 256, dtype, mode, "bool", torch.int32, seed=1),
+                FlceCase(13, 1, 129, dtype, mode, "packed", torch.int32, seed=2),  # H = 1
+                FlceCase(9, 33, 7, dtype, mode, "bool", torch.int64, masked_fraction=1.0),
+                FlceCase(0, 16, 40, dtype, mode, "packed", torch.int64),  # BT = 0
+            ]
+    return cases
+
+
+def bn_cases(dtypes=(torch.float32, torch.float16, torch.bfloat16)) -> list[BnCase]:
+    cases = []
+    for dtype in dtypes:
+        cases += [
+            BnCase((4, 3, 5, 7), dtype, dtype),
+            BnCase((3, 17, 33), dtype, torch.float32, seed=1),
+            BnCase((65, 5), dtype, dtype, seed=2),
+            BnCase((2, 3, 2, 3, 2, 3, 2, 2), dtype, dtype, seed=3),  # 8 dims
+            BnCase((4, 6, 9, 9), dtype, torch.float32, mean_offset=1000.0, seed=4),
+            BnCase((0, 4, 3), dtype, dtype),  # N = 0
+            BnCase((2, 4, 0, 3), dtype, dtype),  # a spatial dim of 0
+        ]
+    return cases
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def flce_inputs(case: FlceCase) -> dict[str, torch.Tensor | float | None]:
+    """Keyword arguments of fused_linear_cross_entropy_loss_grad for `case`.
+
+    logits_max and sum_exp_logits are global statistics: the local ones combined with a
+    random contribution of the other shards, so P sums to less than 1 over this shard.
+    """
+    gen = _generator(case.seed)
+    bt, h, v = case.bt, case.h, case.v
+    input = (torch.randn(bt, h, generator=gen) / math.sqrt(h)).to(case.dtype)
+    weight = (torch.randn(v, h, generator=gen) * 2.0).to(case.dtype)
+    masked = torch.rand(bt, generator=gen) < case.masked_fraction
+    masked_target = torch.randint(0, max(v, 1), (bt,), generator=gen)
+    masked_target[masked] = 0
+    masked_target = masked_target.to(case.target_dtype)
+    grad = torch.rand(bt, generator=gen) + 0.5
+
+    logits = input.double() @ weight.double().T
+    local_max = logits.amax(dim=1) if v else torch.zeros(bt, dtype=torch.float64)
+    other_max = local_max + torch.randn(bt, generator=gen, dtype=torch.float64)
+    global_max = torch.maximum(local_max, other_max)
+    sum_exp = torch.exp(logits - global_max[:, None]).sum(dim=1)
+    sum_exp = sum_exp + torch.rand(bt, generator=gen, dtype=torch.float64) * v * 0.5
+    logits_max, sum_exp_logits = global_max.float(), sum_exp.float()
+
+    softmax = None
+    if case.mode == HIGH_PERFORMANCE:
+        softmax = (torch.exp(logits - global_max[:, None]) / sum_exp[:, None]).float()
+        logits_max = sum_exp_logits = None
+    target_mask = pack_target_mask(masked) if case.mask == "packed" else masked
+    return dict(grad=grad, input=input, weight=weight, target_mask=target_mask,
+                masked_target=masked_target, label_smoothing=0.0, logits_max=logits_max,
+                sum_exp_logits=sum_exp_logits, softmax=softmax)
+
+
+def bn_inputs(case: BnCase) -> dict[str, torch.Tensor | bool | None]:
+    """Positional-order keyword arguments of batch_norm_reduce_backward, all flags on."""
+    gen = _generator(case.seed)
+    c = case.shape[1]
+    input = torch.randn(case.shape, generator=gen, dtype=torch.float64) + case.mean_offset
+    grad_out = torch.randn(case.shape, generator=gen, dtype=torch.float64)
+    dims = [d for d in range(len(case.shape)) if d != 1]
+    if input.numel():
+        mean = input.mean(dims)
+        invstd = (input.var(dims, unbiased=False) + 1e-5).rsqrt()
+    else:
+        mean, invstd = torch.zeros(c, dtype=torch.float64), torch.ones(c, dtype=torch.float64)
+    input, grad_out = input.to(case.dtype), grad_out.to(case.dtype)
+    if case.channels_last and input.dim() == 4:
+        input = input.contiguous(memory_format=torch.channels_last)
+        grad_out = grad_out.contiguous(memory_format=torch.channels_last)
+    return dict(grad_out=grad_out, input=input, mean=mean.to(case.mean_dtype),
+                invstd=invstd.to(case.mean_dtype), weight=torch.rand(c, generator=gen),
+                input_g=True, weight_g=True, bias_g=True)
+
+
+def flce_oracle(inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """The float64 reference of SPEC §1's math (outputs in float64, unrounded)."""
+    return _flce_reference(**inputs, compute_dtype=torch.float64)
+
+
+def flce_naive(inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """SPEC §1's formula run in plain torch at the input dtype (SPEC §4's 'torch_naive')."""
+    return _flce_reference(**inputs, compute_dtype=inputs["input"].dtype)
+
+
+def bn_oracle(inputs: dict) -> tuple[torch.Tensor | None, ...]:
+    return _bn_reference(**inputs, compute_dtype=torch.float64)
+
+
+def bn_naive(inputs: dict) -> tuple[torch.Tensor | None, ...]:
+    return _bn_reference(**inputs, compute_dtype=inputs["input"].dtype)
+
+
+def tolerance(dtype: torch.dtype, reference: torch.Tensor) -> tuple[float, float]:
+    """(atol, rtol) of SPEC §4 for outputs of `dtype` compared with `reference`."""
+    if dtype == torch.float16:
+        return 1e-3, 2.0**-7
+    if dtype == torch.bfloat16:
+        return 8e-3, 2.0**-6
+    if dtype == torch.float32:
+        scale = reference.abs().max().item() if reference.numel() else 0.0
+        return 1e-5 * scale, 1e-5
+    raise ValueError(f"tolerance: no SPEC tolerance for outputs of {dtype}")
+
+
+@dataclass
+class Comparison:
+    """One output compared with the float64 reference."""
+
+    max_abs_error: float
+    max_rel_error: float
+    passed: bool
+    message: str = field(default="")
+
+
+def compare(ours: torch.Tensor, oracle: torch.Tensor, naive: torch.Tensor | None = None,
+            dtype: torch.dtype | None = None) -> Comparison:
+    """SPEC §4: |ours − oracle| ≤ atol + rtol·|oracle| everywhere, and no worse than
+    `naive` (plain torch at the input dtype) by more than atol. The message names the
+    worst element, its index and both values.
+    """
+    dtype = dtype or ours.dtype
+    if ours.shape != oracle.shape:
+        return Comparison(math.inf, math.inf, False, f"shape {tuple(ours.shape)} != {tuple(oracle.shape)}")
+    if ours.numel() == 0:
+        return Comparison(0.0, 0.0, True)
+    atol, rtol = tolerance(dtype, oracle)
+    ours64, oracle64 = ours.double(), oracle.double()
+    error = (ours64 - oracle64).abs()
+    excess = error - (atol + rtol * oracle64.abs())
+    if naive is not None:
+        excess = torch.maximum(excess, error - (naive.double() - oracle64).abs() - atol)
+    excess = torch.nan_to_num(excess, nan=math.inf)
+    worst = int(excess.argmax())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(worst), ours.shape))
+    max_abs = float(error.max())
+    max_rel = float((error / oracle64.abs().clamp_min(atol or 1e-30)).max())
+    passed = bool(excess.max() <= 0)
+    message = (f"worst element {index}: ours {ours64.flatten()[worst].item():.6g}, "
+               f"reference {oracle64.flatten()[worst].item():.6g} "
+               f"(atol {atol:.3g}, rtol {rtol:.3g})")
+    return Comparison(max_abs, max_rel, passed, message)

@@ -1,0 +1,57 @@
+"""Build and install ascend_ops.
+
+`ascend_ops._C` always holds the operator schemas (generated from
+op_plugin/config/ascend_ops.yaml), the shared validation and the CPU kernels.
+Build it after torch is installed, without build isolation:
+
+    pip install --no-build-isolation .
+"""
+
+import os
+import pathlib
+import sys
+
+from setuptools import find_packages, setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+ROOT = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "op_plugin"))
+import gen_registration  # noqa: E402  (lives beside the yaml it reads)
+
+GENERATED = ROOT / "build" / "generated" / "register_schemas.cpp"
+
+
+def relative(path: pathlib.Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+def native_sources() -> list[str]:
+    csrc = ROOT / "op_plugin" / "csrc"
+    sources = sorted(csrc.glob("*.cpp")) + sorted((csrc / "cpu").glob("*.cpp"))
+    return [relative(gen_registration.generate(GENERATED))] + [relative(p) for p in sources]
+
+
+extra_compile_args = ["-O3", "-fopenmp"]
+if os.environ.get("ASCEND_OPS_DEBUG") == "1":
+    extra_compile_args = ["-O0", "-g", "-fopenmp"]
+
+setup(
+    name="ascend_ops",
+    version="0.1.0",
+    description="Fused linear cross entropy backward and batch-norm reduce backward "
+    "for Ascend NPUs (torch_npu) and CPUs",
+    package_dir={"": "python"},
+    packages=find_packages("python"),
+    python_requires=">=3.10",
+    install_requires=["torch>=2.13,<2.14", "numpy"],
+    ext_modules=[
+        CppExtension(
+            "ascend_ops._C",
+            native_sources(),
+            extra_compile_args=extra_compile_args,
+            extra_link_args=["-fopenmp"],
+        )
+    ],
+    cmdclass={"build_ext": BuildExtension},
+    zip_safe=False,
+)
