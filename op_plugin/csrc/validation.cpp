@@ -138,12 +138,12 @@ void check_fused_linear_cross_entropy_loss_grad(
   if (check_values) {
     const int64_t rows = bt.expect_int();
     const int64_t vocab = v.expect_int();
-    const std::vector<int64_t> columns = target_columns(target_mask, masked_target, rows);
+    const std::vector<RowTarget> targets = row_targets(target_mask, masked_target, rows);
     for (int64_t i = 0; i < rows; ++i) {
-      const int64_t c = columns[i];
-      TORCH_CHECK_VALUE(c == kMaskedRow || (c >= 0 && c < vocab), op,
+      const RowTarget& t = targets[i];
+      TORCH_CHECK_VALUE(t.masked || (t.column >= 0 && t.column < vocab), op,
                         ": 'masked_target' must lie in [0, V) = [0, ", vocab,
-                        ") on rows that are not masked, got masked_target[", i, "] = ", c);
+                        ") on rows that are not masked, got masked_target[", i, "] = ", t.column);
     }
   }
 }

@@ -29,7 +29,7 @@ constexpr int64_t kChunkScratchBytes = 64LL << 20;
 // G_c = half((P - onehot) * grad) for rows [row0, row0 + rows). `probability(i, j)`
 // gives P[i, j] in fp32 for the chunk-local row i.
 template <typename T, typename Probability>
-void logits_grad_chunk(const Probability& probability, const std::vector<int64_t>& columns,
+void logits_grad_chunk(const Probability& probability, const std::vector<RowTarget>& targets,
                        const float* grad, int64_t row0, int64_t rows, int64_t vocab, T* g) {
   at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -38,9 +38,9 @@ void logits_grad_chunk(const Probability& probability, const std::vector<int64_t
       for (int64_t j = 0; j < vocab; ++j) {
         g_row[j] = static_cast<T>(probability(i, j) * scale);
       }
-      const int64_t target = columns[row0 + i];
-      if (target != kMaskedRow) {
-        g_row[target] = static_cast<T>((probability(i, target) - 1.0f) * scale);
+      const RowTarget& target = targets[row0 + i];
+      if (!target.masked) {
+        g_row[target.column] = static_cast<T>((probability(i, target.column) - 1.0f) * scale);
       }
     }
   });
@@ -48,7 +48,7 @@ void logits_grad_chunk(const Probability& probability, const std::vector<int64_t
 
 template <typename T>
 void flce_grad_impl(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
-                    const std::vector<int64_t>& columns, const at::Tensor* logits_max,
+                    const std::vector<RowTarget>& targets, const at::Tensor* logits_max,
                     const at::Tensor* sum_exp_logits, const at::Tensor* softmax,
                     at::Tensor& input_grad, at::Tensor& weight_grad) {
   const int64_t bt = input.size(0);
@@ -80,11 +80,11 @@ void flce_grad_impl(const at::Tensor& grad, const at::Tensor& input, const at::T
       const auto probability = [=](int64_t i, int64_t j) {
         return std::exp(l[i * vocab + j] - m[i]) / s[i];
       };
-      logits_grad_chunk<T>(probability, columns, g_up, row0, rows, vocab, g);
+      logits_grad_chunk<T>(probability, targets, g_up, row0, rows, vocab, g);
     } else {
       const float* p = softmax->const_data_ptr<float>() + row0 * vocab;
       const auto probability = [=](int64_t i, int64_t j) { return p[i * vocab + j]; };
-      logits_grad_chunk<T>(probability, columns, g_up, row0, rows, vocab, g);
+      logits_grad_chunk<T>(probability, targets, g_up, row0, rows, vocab, g);
     }
     at::Tensor dx_c = input_grad.narrow(0, row0, rows);
     at::mm_out(dx_c, g_c, weight);                 // [rows, V] @ [V, H], fp32 accumulation
@@ -111,7 +111,7 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
     return {input_grad, weight_grad};
   }
 
-  const std::vector<int64_t> columns = target_columns(target_mask, masked_target, bt);
+  const std::vector<RowTarget> targets = row_targets(target_mask, masked_target, bt);
   const at::Tensor grad_c = grad.contiguous();
   const at::Tensor input_c = input.contiguous();
   const at::Tensor weight_c = weight.contiguous();
@@ -123,7 +123,7 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
     sum_c = sum_exp_logits->contiguous();
   }
   AT_DISPATCH_REDUCED_FLOATING_TYPES(input.scalar_type(), "fused_linear_cross_entropy_loss_grad", [&] {
-    flce_grad_impl<scalar_t>(grad_c, input_c, weight_c, columns,
+    flce_grad_impl<scalar_t>(grad_c, input_c, weight_c, targets,
                              softmax.has_value() ? nullptr : &max_c,
                              softmax.has_value() ? nullptr : &sum_c,
                              softmax.has_value() ? &softmax_c : nullptr, input_grad, weight_grad);

@@ -1,0 +1,85 @@
+"""batch_norm_reduce_backward: values of every implementation against the oracle."""
+
+import itertools
+
+import pytest
+import torch
+
+import ascend_ops
+from ascend_ops import testing
+from ascend_ops.testing import BnCase
+
+from conftest import assert_matches
+
+IMPLS = ["cpu", "reference"]
+CASES = testing.bn_cases()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_matches_float64_reference(impl, case):
+    inputs = testing.bn_inputs(case)
+    ours = ascend_ops.batch_norm_reduce_backward(**inputs, impl=impl)
+    expected_dtype = ascend_ops.reference.batch_norm_reduce_output_dtype(case.dtype, case.mean_dtype)
+    assert all(o.dtype == expected_dtype and o.shape == (case.shape[1],) for o in ours)
+    assert_matches(ours, testing.bn_oracle(inputs), testing.bn_naive(inputs), case.name)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("flags", list(itertools.product([False, True], repeat=3)))
+def test_outputs_not_asked_for_are_none(impl, flags):
+    inputs = testing.bn_inputs(BnCase((3, 4, 5)))
+    inputs.update(input_g=flags[0], weight_g=flags[1], bias_g=flags[2])
+    ours = ascend_ops.batch_norm_reduce_backward(**inputs, impl=impl)
+    wanted = (flags[0], flags[0], flags[1], flags[2])
+    assert [o is not None for o in ours] == list(wanted)
+    assert_matches(ours, testing.bn_oracle(inputs))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_empty_input_gives_zero_sums(impl):
+    for shape in [(0, 3, 4), (2, 3, 0), (0, 3)]:
+        inputs = testing.bn_inputs(BnCase(shape))
+        for out in ascend_ops.batch_norm_reduce_backward(**inputs, impl=impl):
+            assert torch.equal(out, torch.zeros(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_large_mean_does_not_cancel(dtype):
+    # |mean| = 1e4 with std 1: Σ dy·x − mean·Σ dy loses every digit in fp32.
+    case = BnCase((16, 3, 32, 32), dtype, torch.float32, mean_offset=1e4, seed=5)
+    inputs = testing.bn_inputs(case)
+    ours = ascend_ops.batch_norm_reduce_backward(**inputs, impl="cpu")
+    assert_matches(ours, testing.bn_oracle(inputs), what=case.name)
+    # The cancelling formula in fp32 really is far off here, so the test can tell.
+    dims = [0, 2, 3]
+    dy, x = inputs["grad_out"].float(), inputs["input"].float()
+    cancelling = (dy * x).sum(dims) - inputs["mean"] * dy.sum(dims)
+    assert not testing.compare(cancelling, testing.bn_oracle(inputs)[1]).passed
+
+
+def test_channels_last_and_non_contiguous_inputs():
+    case = BnCase((4, 6, 5, 7), channels_last=True, seed=3)
+    inputs = testing.bn_inputs(case)
+    assert inputs["input"].is_contiguous(memory_format=torch.channels_last)
+    assert_matches(ascend_ops.batch_norm_reduce_backward(**inputs), testing.bn_oracle(inputs))
+    sliced = dict(inputs, grad_out=inputs["grad_out"][:, :, ::2], input=inputs["input"][:, :, ::2])
+    assert_matches(ascend_ops.batch_norm_reduce_backward(**sliced), testing.bn_oracle(sliced))
+
+
+def test_weight_does_not_enter_the_math():
+    inputs = testing.bn_inputs(BnCase((5, 4, 6)))
+    a = ascend_ops.batch_norm_reduce_backward(**inputs)
+    b = ascend_ops.batch_norm_reduce_backward(**dict(inputs, weight=None))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("shape", [(8, 32, 40, 40), (4096, 3), (2, 2, 70_000)])
+def test_deterministic_across_runs_and_thread_counts(shape, threads):
+    inputs = testing.bn_inputs(BnCase(shape, seed=11))
+    results = []
+    for n in (1, 2, 1, 2):
+        torch.set_num_threads(n)
+        results.append(ascend_ops.batch_norm_reduce_backward(**inputs, impl="cpu"))
+    for other in results[1:]:
+        assert all(torch.equal(x, y) for x, y in zip(results[0], other))

@@ -1,0 +1,92 @@
+"""fused_linear_cross_entropy_loss_grad: values of every implementation against the oracle."""
+
+import pytest
+import torch
+
+import ascend_ops
+from ascend_ops import testing
+from ascend_ops.testing import FlceCase
+
+from conftest import assert_matches, clone_inputs
+
+IMPLS = ["cpu", "reference"]
+CASES = testing.flce_cases()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_matches_float64_reference(impl, case):
+    inputs = testing.flce_inputs(case)
+    input_grad, weight_grad = ascend_ops.fused_linear_cross_entropy_loss_grad(
+        **clone_inputs(inputs), impl=impl)
+    assert input_grad.dtype == weight_grad.dtype == case.dtype
+    assert input_grad.shape == (case.bt, case.h) and weight_grad.shape == (case.v, case.h)
+    assert_matches((input_grad, weight_grad), testing.flce_oracle(inputs),
+                   testing.flce_naive(inputs), case.name)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_empty_batch_gives_zero_weight_grad(impl):
+    inputs = testing.flce_inputs(FlceCase(0, 5, 11))
+    input_grad, weight_grad = ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl=impl)
+    assert input_grad.shape == (0, 5)
+    assert torch.equal(weight_grad, torch.zeros(11, 5, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_all_rows_masked_leaves_only_the_softmax_term(impl):
+    # With every target elsewhere, G = P * grad: no -1 anywhere.
+    case = FlceCase(16, 8, 24, masked_fraction=1.0)
+    inputs = testing.flce_inputs(case)
+    inputs["masked_target"] = torch.full((16,), 10_000)  # ignored on masked rows
+    ours = ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl=impl)
+    inputs["masked_target"] = torch.zeros(16, dtype=torch.int64)
+    assert_matches(ours, testing.flce_oracle(inputs))
+
+
+@pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
+def test_both_mask_encodings_agree(mode):
+    inputs = testing.flce_inputs(FlceCase(21, 9, 30, mode=mode, mask="bool"))
+    packed = dict(inputs, target_mask=ascend_ops.pack_target_mask(inputs["target_mask"]))
+    a = ascend_ops.fused_linear_cross_entropy_loss_grad(**clone_inputs(inputs))
+    b = ascend_ops.fused_linear_cross_entropy_loss_grad(**clone_inputs(packed))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_packed_mask_may_be_longer_than_needed():
+    inputs = testing.flce_inputs(FlceCase(13, 4, 20))
+    longer = dict(inputs, target_mask=torch.cat([inputs["target_mask"], torch.zeros(3, dtype=torch.uint8)]))
+    a = ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs)
+    b = ascend_ops.fused_linear_cross_entropy_loss_grad(**longer)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_many_chunks_match_reference():
+    # 64 MiB of scratch holds 223 rows at V = 50000: this batch takes three chunks, so
+    # weight_grad is accumulated across chunks.
+    case = FlceCase(500, 8, 50_000, masked_fraction=0.5)
+    inputs = testing.flce_inputs(case)
+    ours = ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl="cpu")
+    assert_matches(ours, testing.flce_oracle(inputs), testing.flce_naive(inputs))
+
+
+def test_non_contiguous_inputs():
+    inputs = testing.flce_inputs(FlceCase(12, 10, 40, dtype=torch.float16))
+    strided = dict(inputs)
+    strided["input"] = inputs["input"].T.contiguous().T  # same values, column-major
+    strided["weight"] = inputs["weight"].T.contiguous().T
+    assert not strided["input"].is_contiguous()
+    a = ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs)
+    b = ascend_ops.fused_linear_cross_entropy_loss_grad(**strided)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
+def test_deterministic_across_runs_and_thread_counts(mode, threads):
+    inputs = testing.flce_inputs(FlceCase(300, 64, 1000, mode=mode, seed=7))
+    results = []
+    for n in (1, 2, 1, 2):
+        torch.set_num_threads(n)
+        results.append(ascend_ops.fused_linear_cross_entropy_loss_grad(**clone_inputs(inputs), impl="cpu"))
+    for other in results[1:]:
+        assert all(torch.equal(x, y) for x, y in zip(results[0], other))
