@@ -138,3 +138,14 @@ def test_main_job_fails_on_a_failing_row(monkeypatch):
     bad = ParityRow("batch_norm_reduce_backward", "cpu", "float32", 1, 1.0, 1.0, False, "case: worst")
     monkeypatch.setattr(main_module, "parity_rows", lambda: [bad])
     assert main_module.main() == 1
+
+
+def test_parity_script_writes_csv(tmp_path):
+    out = tmp_path / "parity.csv"
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "parity.py"), "--impl", "cpu",
+                             "--csv", str(out)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("machine,torch,op,impl,dtype")
+    assert len(lines) == 1 + 5  # FLCE: 2 dtypes, BN: 3 dtypes
+    assert all(line.endswith(",True,") for line in lines[1:])
