@@ -16,6 +16,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 #include <c10/util/irange.h>
 #include <torch/library.h>
 
@@ -31,6 +32,12 @@ namespace {
 constexpr int64_t kTaskElements = 1 << 15;
 constexpr int64_t kInnerTaskElements = 1 << 16;
 constexpr int64_t kInnerChannelBlock = 256;
+
+// Tasks per thread chunk so that a parallel region gets at least ~32K elements of work
+// (ATen's grain): small inputs run on the calling thread, without a region's overhead.
+int64_t task_grain(int64_t elements_per_task) {
+  return std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, elements_per_task));
+}
 
 struct Sums {
   std::vector<double> dy, dy_xmu;
@@ -128,7 +135,7 @@ Sums channels_outer_sums(const T* dy, const T* x, int64_t n, int64_t c, int64_t 
   const int64_t rows_per_task = std::clamp<int64_t>(kTaskElements / std::max<int64_t>(s, 1), 1, n);
   const int64_t tasks_per_channel = (n + rows_per_task - 1) / rows_per_task;
   Sums task_sums(c * tasks_per_channel);
-  at::parallel_for(0, c * tasks_per_channel, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, c * tasks_per_channel, task_grain(rows_per_task * s), [&](int64_t begin, int64_t end) {
     for (int64_t task = begin; task < end; ++task) {
       const int64_t channel = task / tasks_per_channel;
       const int64_t row0 = (task % tasks_per_channel) * rows_per_task;
@@ -160,7 +167,8 @@ Sums channels_inner_sums(const T* dy, const T* x, int64_t rows, int64_t c, const
   const int64_t row_blocks = (rows + rows_per_task - 1) / rows_per_task;
   // Task (row block rb, channel block cb) owns task_sums[rb * c + its channels].
   Sums task_sums(row_blocks * c);
-  at::parallel_for(0, row_blocks * channel_blocks, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, row_blocks * channel_blocks, task_grain(rows_per_task * channel_block),
+                   [&](int64_t begin, int64_t end) {
     std::vector<float> scratch(2 * channel_block);
     for (int64_t task = begin; task < end; ++task) {
       const int64_t rb = task / channel_blocks;

@@ -1,6 +1,7 @@
 #include "bf16_gemm.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 
 #include <algorithm>
 #include <vector>
@@ -42,13 +43,17 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
       const int64_t kc = std::min(kKc, k - pc);
       const int64_t pairs = (kc + 1) / 2;
       const int64_t b_panels = ceil_div(nc, kNr);
-      at::parallel_for(0, b_panels, 4, [&](int64_t begin, int64_t end) {
+      // Packing is cheap: split it only when each thread gets ~32K words.
+      const int64_t pack_grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / (pairs * kNr));
+      at::parallel_for(0, b_panels, pack_grain, [&](int64_t begin, int64_t end) {
         const Bf16View panel{b_cols.data + begin * kNr * b.col_stride, b.row_stride, b.col_stride};
         pack_b(panel, pc, kc, std::min(nc, end * kNr) - begin * kNr,
                b_block.data() + begin * pairs * kNr);
       });
       const bool add = accumulate || pc > 0;
-      at::parallel_for(0, row_blocks, 1, [&](int64_t begin, int64_t end) {
+      // A row block is kMc x nc x kc multiply-adds: worth a thread when nc * kc is not tiny.
+      const int64_t block_grain = nc * kc >= (1 << 14) ? 1 : row_blocks;
+      at::parallel_for(0, row_blocks, block_grain, [&](int64_t begin, int64_t end) {
         std::vector<uint32_t> a_block(static_cast<size_t>(kMc * max_pairs));
         for (int64_t block = begin; block < end; ++block) {
           const int64_t ic = block * kMc;

@@ -22,6 +22,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 #include <torch/library.h>
 
 #include <algorithm>
@@ -79,7 +80,8 @@ uint16_t* bf16_bits(at::Tensor& t) {
 
 // dst[rows, cols] = bf16(src[rows, cols]), both row-major with leading dimension cols.
 void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst) {
-  at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, cols));
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     cpu::round_to_bf16(src + begin * cols, (end - begin) * cols, dst + begin * cols);
   });
 }
@@ -126,7 +128,8 @@ void flce_bf16_fast(const FlceOperands& op, int64_t budget, at::Tensor& input_gr
       src = op.softmax.const_data_ptr<float>() + v0;
       ld_src = vocab;
     }
-    at::parallel_for(0, bt, 16, [&](int64_t begin, int64_t end) {
+    const int64_t row_grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / cols);
+    at::parallel_for(0, bt, row_grain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const RowTarget& t = op.targets[i];
         const bool here = !t.masked && t.column >= v0 && t.column < v0 + cols;
