@@ -102,11 +102,14 @@ inline uint32_t load_pair(const uint16_t* p) {
   return word;
 }
 
-// C[mr, nr] (= or +=) one packed A panel @ one packed B panel. The 24 accumulators
-// stay in registers for the whole K loop; rows >= mr and columns >= nr are computed
-// (from zero padding) but not stored.
-inline void micro_kernel(int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c,
-                         int64_t ldc, int64_t mr, int64_t nr, bool accumulate) {
+// C[mr, nr] (= or +=) one A panel @ one packed B panel. A is read as
+// a_word(r, p) = a[r * row_words + p * pair_words]: a packed panel (row_words = 1,
+// pair_words = kMr) or kMr rows of a row-major bf16 matrix (row_words = its row length
+// in words, pair_words = 1). The 24 accumulators stay in registers for the whole K loop;
+// rows >= mr and columns >= nr are computed (from valid or zero data) but not stored.
+inline void micro_kernel(int64_t pairs, const uint32_t* a, int64_t row_words, int64_t pair_words,
+                         const uint32_t* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                         bool accumulate) {
   __m512 acc[kMr][2];
 #pragma GCC unroll 12
   for (int r = 0; r < kMr; ++r) {
@@ -116,10 +119,10 @@ inline void micro_kernel(int64_t pairs, const uint32_t* ap, const uint32_t* bp, 
   for (int64_t p = 0; p < pairs; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + p * kNr);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + p * kNr + 16);
-    const uint32_t* a = ap + p * kMr;
+    const uint32_t* ap = a + p * pair_words;
 #pragma GCC unroll 12
     for (int r = 0; r < kMr; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r * row_words]));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
     }
@@ -217,16 +220,33 @@ void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, uint32_t* out) {
   }
 }
 
-void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a_packed,
-                 const uint32_t* b_packed, float* c, int64_t ldc, bool accumulate) {
-  // Column panels outside, row panels inside: a B panel (pairs x 32 words) stays in
-  // L1 while the A panels stream past it.
-  for (int64_t jr = 0; jr < cols; jr += kNr) {
-    const uint32_t* bp = b_packed + (jr / kNr) * pairs * kNr;
-    for (int64_t ir = 0; ir < rows; ir += kMr) {
-      const uint32_t* ap = a_packed + (ir / kMr) * pairs * kMr;
-      micro_kernel(pairs, ap, bp, c + ir * ldc + jr, ldc, min64(kMr, rows - ir),
-                   min64(kNr, cols - jr), accumulate);
+void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a,
+                 int64_t a_row_words, const uint32_t* b_packed, float* c, int64_t ldc,
+                 bool accumulate) {
+  uint32_t tail[kMr * kMaxPairs];  // the last, partial row panel of a direct A, packed
+  for (int64_t ir = 0; ir < rows; ir += kMr) {
+    const int64_t mr = min64(kMr, rows - ir);
+    const uint32_t* ap = nullptr;
+    int64_t row_words = 1, pair_words = kMr;
+    if (a_row_words == 0) {
+      ap = a + (ir / kMr) * pairs * kMr;
+    } else if (mr == kMr) {
+      ap = a + ir * a_row_words;
+      row_words = a_row_words;
+      pair_words = 1;
+    } else {
+      for (int64_t p = 0; p < pairs; ++p) {
+        for (int64_t r = 0; r < kMr; ++r) {
+          tail[p * kMr + r] = r < mr ? a[(ir + r) * a_row_words + p] : 0;
+        }
+      }
+      ap = tail;
+    }
+    // Row panel outside, column panels inside: the A panel stays in L1 while the B
+    // panels of the block stream past it from L2.
+    for (int64_t jr = 0; jr < cols; jr += kNr) {
+      micro_kernel(pairs, ap, row_words, pair_words, b_packed + (jr / kNr) * pairs * kNr,
+                   c + ir * ldc + jr, ldc, mr, min64(kNr, cols - jr), accumulate);
     }
   }
 }

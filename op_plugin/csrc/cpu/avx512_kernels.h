@@ -38,10 +38,17 @@ void pack_a(Bf16View a, int64_t rows, int64_t k0, int64_t kc, uint32_t* out);
 // ceil(kc / 2) pairs each, zero-filling the missing columns of the last panel.
 void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, uint32_t* out);
 
-// C[rows, cols] (fp32, leading dimension ldc) = (accumulate ? C : 0) + A @ B, from
-// packed panels of `pairs` K-pairs. Every element is summed in one fixed order.
-void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a_packed,
-                 const uint32_t* b_packed, float* c, int64_t ldc, bool accumulate);
+// The most K pairs gemm_packed takes in one call (the GEMM's K block is 256).
+constexpr int64_t kMaxPairs = 128;
+
+// C[rows, cols] (fp32, leading dimension ldc) = (accumulate ? C : 0) + A @ B over
+// `pairs` K pairs (<= kMaxPairs), B packed by pack_b. A is either packed by pack_a
+// (a_row_words = 0) or read in place from a row-major bf16 matrix whose rows are
+// a_row_words words apart, starting at the block's first pair (then K must fill whole
+// pairs). Every element is summed in one fixed order.
+void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a,
+                 int64_t a_row_words, const uint32_t* b_packed, float* c, int64_t ldc,
+                 bool accumulate);
 
 // One row of the logits gradient, rounded to bf16 (round to nearest even):
 //   g[j] = bf16((p[j] - (j == target)) * scale)

@@ -1,21 +1,22 @@
 #include "bf16_gemm.h"
 
 #include <ATen/Parallel.h>
-#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 namespace ascend_ops {
 namespace cpu {
 namespace {
 
-// Cache blocking for a 32 KiB L1 / 1 MiB L2 core: a B micro-panel (kKc/2 pairs x 32
-// words = 24 KiB) stays in L1, an A block (kMc x kKc bf16 = 72 KiB) in L2, a B block
-// (kKc x kNc bf16 = 768 KiB) in L2/L3.
-constexpr int64_t kKc = 256;
-constexpr int64_t kMc = 16 * kMr;
-constexpr int64_t kNc = 4096;
+// C is cut into column tiles of kTileCols, each computed over all rows and the whole K
+// by one thread, with no synchronisation between threads. Per K block of kKc the thread
+// packs its B block once (kKc x kTileCols bf16 = 128 KiB, kept in L2) and runs every
+// row panel of A against it. A row-major A is read in place (its 12-row x 256-K panel,
+// 6 KiB, stays in L1 across the tile's B panels); any other A is packed per K block.
+constexpr int64_t kKc = 2 * kMaxPairs;
+constexpr int64_t kTileCols = 256;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -32,39 +33,35 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
     }
     return;
   }
-  const int64_t max_pairs = kKc / 2;
-  std::vector<uint32_t> b_block(static_cast<size_t>(ceil_div(kNc, kNr) * kNr * max_pairs));
-  const int64_t row_blocks = ceil_div(m, kMc);
-
-  for (int64_t jc = 0; jc < n; jc += kNc) {
-    const int64_t nc = std::min(kNc, n - jc);
-    const Bf16View b_cols{b.data + jc * b.col_stride, b.row_stride, b.col_stride};
-    for (int64_t pc = 0; pc < k; pc += kKc) {
-      const int64_t kc = std::min(kKc, k - pc);
-      const int64_t pairs = (kc + 1) / 2;
-      const int64_t b_panels = ceil_div(nc, kNr);
-      // Packing is cheap: split it only when each thread gets ~32K words.
-      const int64_t pack_grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / (pairs * kNr));
-      at::parallel_for(0, b_panels, pack_grain, [&](int64_t begin, int64_t end) {
-        const Bf16View panel{b_cols.data + begin * kNr * b.col_stride, b.row_stride, b.col_stride};
-        pack_b(panel, pc, kc, std::min(nc, end * kNr) - begin * kNr,
-               b_block.data() + begin * pairs * kNr);
-      });
-      const bool add = accumulate || pc > 0;
-      // A row block is kMc x nc x kc multiply-adds: worth a thread when nc * kc is not tiny.
-      const int64_t block_grain = nc * kc >= (1 << 14) ? 1 : row_blocks;
-      at::parallel_for(0, row_blocks, block_grain, [&](int64_t begin, int64_t end) {
-        std::vector<uint32_t> a_block(static_cast<size_t>(kMc * max_pairs));
-        for (int64_t block = begin; block < end; ++block) {
-          const int64_t ic = block * kMc;
-          const int64_t mc = std::min(kMc, m - ic);
-          const Bf16View rows{a.data + ic * a.row_stride, a.row_stride, a.col_stride};
-          pack_a(rows, mc, pc, kc, a_block.data());
-          gemm_packed(mc, nc, pairs, a_block.data(), b_block.data(), c + ic * ldc + jc, ldc, add);
+  // A row-major A with an even row stride can be read as bf16 pairs in place.
+  const bool a_in_place = a.col_stride == 1 && a.row_stride % 2 == 0 &&
+                          reinterpret_cast<uintptr_t>(a.data) % alignof(uint32_t) == 0;
+  const int64_t col_tiles = ceil_div(n, kTileCols);
+  // Tiny products stay on the calling thread.
+  const int64_t grain = m * n * k >= (1LL << 22) ? 1 : col_tiles;
+  at::parallel_for(0, col_tiles, grain, [&](int64_t begin, int64_t end) {
+    std::vector<uint32_t> b_block(static_cast<size_t>(kTileCols * kMaxPairs));
+    std::vector<uint32_t> a_block;
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t j0 = tile * kTileCols;
+      const int64_t cols = std::min(kTileCols, n - j0);
+      const Bf16View b_cols{b.data + j0 * b.col_stride, b.row_stride, b.col_stride};
+      for (int64_t pc = 0; pc < k; pc += kKc) {
+        const int64_t kc = std::min(kKc, k - pc);
+        const int64_t pairs = (kc + 1) / 2;
+        pack_b(b_cols, pc, kc, cols, b_block.data());
+        const bool add = accumulate || pc > 0;
+        if (a_in_place && kc % 2 == 0) {
+          const auto* words = reinterpret_cast<const uint32_t*>(a.data + pc);
+          gemm_packed(m, cols, pairs, words, a.row_stride / 2, b_block.data(), c + j0, ldc, add);
+        } else {
+          a_block.resize(static_cast<size_t>(ceil_div(m, kMr) * kMr * pairs));
+          pack_a(a, m, pc, kc, a_block.data());
+          gemm_packed(m, cols, pairs, a_block.data(), 0, b_block.data(), c + j0, ldc, add);
         }
-      });
+      }
     }
-  }
+  });
 }
 
 }  // namespace cpu

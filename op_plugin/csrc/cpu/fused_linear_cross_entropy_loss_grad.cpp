@@ -8,7 +8,8 @@
 //     logits_c [BT, vc] = x @ W_c.T           bf16 GEMM, fp32 out (memory-saving only)
 //     G_c      [BT, vc] = bf16((P_c - onehot) * grad)   one vectorised pass
 //     dx_acc   [BT, H] += G_c @ W_c            fp32 accumulation across chunks
-//     weight_grad[c]    = bf16(G_c.T @ x)      complete in one GEMM (K = BT)
+//     weight_grad[c]    = bf16(G_c.T @ x)      complete in one GEMM (K = BT), G_c.T
+//                                             transposed once so the GEMM reads it in place
 //   then input_grad = bf16(dx_acc). All GEMMs are ours (bf16_gemm.h): half in, fp32
 //   out, operands repacked per block, so G_c.T costs no more than G_c.
 // * everything else (float16, or no AVX512-BF16, or ASCEND_OPS_CPU_PORTABLE=1): rows in
@@ -35,8 +36,8 @@ namespace ascend_ops {
 namespace {
 
 // Default scratch budget: at (BT, H) = (4096, 4096) a memory-saving vocabulary column
-// costs 4096 * (4 + 2) + 4096 * 4 = 40 KiB, so a chunk is 1632 columns (a multiple of
-// the GEMM's 32-column panels).
+// costs 4096 * (4 + 2 + 2) + 4096 * 4 = 48 KiB, so a chunk is 1344 columns (a multiple
+// of the GEMM's 32-column panels).
 constexpr int64_t kDefaultScratchBytes = 64LL << 20;
 
 // The scratch budget: the `scratch_bytes` argument, else ASCEND_OPS_FLCE_SCRATCH_MIB,
@@ -86,6 +87,29 @@ void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst) {
   });
 }
 
+// dst[cols, rows] = src[rows, cols] (leading dimension ld_src), in 64 x 64 tiles so
+// both sides are read and written a cache line at a time.
+void transpose_bf16(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld_src,
+                    uint16_t* dst) {
+  constexpr int64_t kTile = 64;
+  const int64_t col_tiles = (cols + kTile - 1) / kTile;
+  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / (kTile * std::max<int64_t>(rows, 1)));
+  at::parallel_for(0, col_tiles, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t c0 = tile * kTile;
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+        const int64_t r1 = std::min(rows, r0 + kTile);
+        for (int64_t c = c0; c < c1; ++c) {
+          for (int64_t r = r0; r < r1; ++r) {
+            dst[c * rows + r] = src[r * ld_src + c];
+          }
+        }
+      }
+    }
+  });
+}
+
 void flce_bf16_fast(const FlceOperands& op, int64_t budget, at::Tensor& input_grad,
                     at::Tensor& weight_grad) {
   using cpu::Bf16View;
@@ -94,19 +118,21 @@ void flce_bf16_fast(const FlceOperands& op, int64_t budget, at::Tensor& input_gr
   const int64_t vocab = op.weight.size(0);
   const bool recompute = op.recompute();
 
-  // Scratch per vocabulary column of a chunk: its fp32 logits and bf16 G for every row,
-  // and its fp32 weight_grad row. At least one 32-column panel per chunk.
-  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2) + h * 4;
+  // Scratch per vocabulary column of a chunk: its fp32 logits, and bf16 G and G.T, for
+  // every row, and its fp32 weight_grad row. At least one 32-column panel per chunk.
+  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2 + 2) + h * 4;
   const int64_t panel = cpu::kNr;
   const int64_t vc = std::min(vocab, std::max(panel, budget / per_column / panel * panel));
 
   at::Tensor logits = recompute ? at::empty({bt, vc}, op.grad.options()) : at::Tensor();
   at::Tensor g = at::empty({bt, vc}, op.input.options());           // BT x vc, bf16
+  at::Tensor g_t = at::empty({vc, bt}, op.input.options());         // vc x BT, bf16
   at::Tensor dw_chunk = at::empty({vc, h}, op.grad.options());      // vc x H, fp32
   at::Tensor dx_acc = at::empty({bt, h}, op.grad.options());        // BT x H, fp32
   const uint16_t* x = bf16_bits(op.input);
   const uint16_t* w = bf16_bits(op.weight);
   uint16_t* g_bits = bf16_bits(g);
+  uint16_t* g_t_bits = bf16_bits(g_t);
   float* dx = dx_acc.mutable_data_ptr<float>();
   float* dw = dw_chunk.mutable_data_ptr<float>();
   const float* scale = op.grad.const_data_ptr<float>();
@@ -140,8 +166,10 @@ void flce_bf16_fast(const FlceOperands& op, int64_t budget, at::Tensor& input_gr
     });
     // dx_acc += G_c @ W_c
     cpu::bf16_gemm(Bf16View{g_bits, vc, 1}, Bf16View{w_chunk, h, 1}, bt, h, cols, dx, h, v0 > 0);
-    // weight_grad[c] = G_c.T @ x: A(v, i) = G_c[i, v]
-    cpu::bf16_gemm(Bf16View{g_bits, 1, vc}, Bf16View{x, h, 1}, cols, h, bt, dw, h, false);
+    // weight_grad[c] = G_c.T @ x, with G_c.T made row-major first: the GEMM reads a
+    // row-major A in place but would repack a transposed one for every column tile.
+    transpose_bf16(g_bits, bt, cols, vc, g_t_bits);
+    cpu::bf16_gemm(Bf16View{g_t_bits, bt, 1}, Bf16View{x, h, 1}, cols, h, bt, dw, h, false);
     round_rows(dw, cols, h, bf16_bits(weight_grad) + v0 * h);
   }
   round_rows(dx, bt, h, bf16_bits(input_grad));
