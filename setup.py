@@ -43,7 +43,7 @@ def simulator_extension() -> Extension:
     return Extension(
         "ascend_ops._ascendc_sim",
         [relative(p) for p in sources],
-        include_dirs=[relative(kernels / "sim" / "include")],
+        include_dirs=[str(kernels / "sim" / "include")],  # absolute: ninja runs in build/
         extra_compile_args=["-std=c++17", "-O2", "-pthread"],
         extra_link_args=["-pthread"],
         language="c++",

@@ -11,7 +11,7 @@ from ascend_ops.testing import BnCase
 
 from conftest import assert_matches
 
-IMPLS = ["cpu", "reference"]
+IMPLS = ["cpu", "reference", "sim"]
 CASES = testing.bn_cases()
 
 

@@ -9,7 +9,7 @@ from ascend_ops.testing import FlceCase
 
 from conftest import assert_matches, clone_inputs
 
-IMPLS = ["cpu", "reference"]
+IMPLS = ["cpu", "reference", "sim"]
 CASES = testing.flce_cases()
 
 

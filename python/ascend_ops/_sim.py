@@ -24,8 +24,8 @@ class SimulatorError(RuntimeError):
     """A kernel broke a simulator rule, or the host tiling rejected the shape."""
 
 
-def _load() -> tuple[ctypes.CDLL | None, str | None]:
-    here = pathlib.Path(__file__).resolve().parent
+def _load(here: pathlib.Path) -> tuple[ctypes.CDLL | None, str | None]:
+    """The simulator library in directory `here`, or the reason it cannot be used."""
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         path = here / f"_ascendc_sim{suffix}"
         if path.exists():
@@ -37,7 +37,7 @@ def _load() -> tuple[ctypes.CDLL | None, str | None]:
                   "ascendc_kernels/ with the C++ compiler (rebuild with g++ available)")
 
 
-_lib, load_error = _load()
+_lib, load_error = _load(pathlib.Path(__file__).resolve().parent)
 
 _u64, _u32, _int, _vp = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p
 
@@ -68,6 +68,8 @@ if _lib is not None:
     _lib.asim_fused_linear_cross_entropy_loss_grad.argtypes = [ctypes.POINTER(_FlceArgs), _vp, _u64]
     _lib.asim_run_selftest_kernel.argtypes = [ctypes.c_int32, _u32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp]
+    _lib.asim_batch_norm_reduce_backward_tiling.restype = None
+    _lib.asim_fused_linear_cross_entropy_loss_grad_tiling.restype = None
 
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
