@@ -21,7 +21,7 @@ A2 = Platform(192 * 1024, 32, 256, 48, 24)
 
 class BnData(ctypes.Structure):
     _fields_ = [("n", u64), ("c", u64), ("s", u64), ("tileRows", u32), ("tileCols", u32), ("tilePitch", u32),
-                ("accElems", u32), ("rowTiles", u64), ("colTiles", u64), ("segments", u32), ("usedCores", u32),
+                ("accElems", u32), ("channelsPerTile", u32), ("channelBlocks", u32), ("rowTiles", u64), ("colTiles", u64), ("segments", u32), ("usedCores", u32),
                 ("tasks", u64), ("stageChannels", u32), ("inputG", u32), ("weightG", u32), ("biasG", u32)]
 
 
@@ -70,15 +70,26 @@ def test_bn_tile_fills_but_fits_the_ub(dtype, elem, ub_kib):
 
 
 @pytest.mark.parametrize("dtype,elem", [(0, 4), (1, 2)])
-def test_bn_short_rows_are_packed_many_per_tile_with_32_byte_pitch(dtype, elem):
-    t = bn_tiling(5000, 4, 7, dtype).data
-    assert t.tileCols == 7 and (t.tilePitch * elem) % 32 == 0 and t.tilePitch >= 7
+def test_bn_long_rows_one_channel_per_tile_with_32_byte_pitch(dtype, elem):
+    t = bn_tiling(5000, 4, 333, dtype).data
+    assert t.channelsPerTile == 1 and t.tileCols == 333
+    assert (t.tilePitch * elem) % 32 == 0 and 333 <= t.tilePitch < 333 + 32 // elem
     assert 1 < t.tileRows <= 4095  # DataCopyPad's blockCount limit
     assert t.rowTiles == -(-5000 // t.tileRows)
 
 
+@pytest.mark.parametrize("dtype,elem", [(0, 4), (1, 2)])
+@pytest.mark.parametrize("c,s", [(600, 3), (256, 1), (5, 7), (1000, 49)])
+def test_bn_short_rows_group_channels_into_long_bursts(dtype, elem, c, s):
+    t = bn_tiling(5000, c, s, dtype).data
+    k = t.channelsPerTile
+    assert k == min(c, -(-512 // (s * elem)), 256)  # bursts of >= 512 bytes where C allows
+    assert t.tileCols == k * s and t.channelBlocks == -(-c // k) and t.colTiles == 1
+    assert t.tileRows <= 4095
+
+
 def test_bn_many_channels_one_segment_each_on_every_core():
-    t = bn_tiling(8, 1000, 49)
+    t = bn_tiling(8, 1000, 490)
     assert t.data.segments == 1 and t.data.usedCores == 48 and t.block_dim == 48
     assert t.workspace_bytes == 0  # no cross-core reduction needed
 
@@ -89,7 +100,7 @@ def test_bn_few_channels_are_split_across_cores_through_the_workspace(c):
     d = t.data
     assert d.segments > 1 and d.tasks == c * d.segments and d.usedCores == min(48, d.tasks)
     assert d.segments <= d.rowTiles * d.colTiles
-    assert t.workspace_bytes == d.tasks * 2 * 4
+    assert t.workspace_bytes == d.segments * c * 2 * 4
 
 
 def test_bn_core_count_comes_from_the_platform():

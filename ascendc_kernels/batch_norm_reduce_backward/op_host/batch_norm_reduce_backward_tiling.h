@@ -31,20 +31,22 @@ constexpr uint32_t kBnBufferNum = 2;          // double-buffered input queues
 constexpr uint32_t kBnStageChannels = 256;    // results staged before a copy-out
 constexpr uint32_t kBnMaxSegments = 64;       // a channel is split over at most this many cores
 constexpr uint32_t kBnMaxBlockCount = 4095;   // DataCopyPad blockCount limit
+constexpr uint32_t kBnMinBurstBytes = 512;    // shorter channel runs are grouped K to a tile
 
 // Fixed UB the kernel takes besides the per-element buffers: 4 fp32 + 4 half staging
 // rows, the partials stage, the combine buffer, ReduceSum results, and the ReduceSum
 // scratch (one float per 64 accumulator lanes; 1/16 byte per element, charged as 1).
 inline uint32_t BnFixedUbBytes() {
   return 4 * kBnStageChannels * 4 + 4 * kBnStageChannels * 2 + 2 * kBnStageChannels * 4 +
-         2 * kBnMaxSegments * 4 + 64;
+         kBnMaxSegments * 32 + 64;
 }
 
 // UB bytes per accumulator element: 2 inputs x kBnBufferNum x the input dtype, fp32
-// copies of both inputs for half dtypes, two fp32 accumulators, the ReduceSum scratch.
+// copies of both inputs for half dtypes, two fp32 accumulators, the per-lane mean (used
+// when a tile spans several channels), the ReduceSum scratch.
 inline uint32_t BnUbBytesPerElement(uint32_t inputDtype) {
   const uint32_t in = DtypeBytes(inputDtype);
-  return 2 * kBnBufferNum * in + (inputDtype == kFloat32 ? 0 : 2 * 4) + 2 * 4 + 1;
+  return 2 * kBnBufferNum * in + (inputDtype == kFloat32 ? 0 : 2 * 4) + 2 * 4 + 4 + 1;
 }
 
 inline BatchNormReduceBackwardTiling TileBatchNormReduceBackward(const BatchNormReduceBackwardShape& shape,
@@ -57,13 +59,17 @@ inline BatchNormReduceBackwardTiling TileBatchNormReduceBackward(const BatchNorm
   const uint32_t align = platform.blockBytes / elem;             // elements per 32 bytes
   const uint32_t lanes = platform.repeatBytes / 4;               // fp32 elements per repeat
   const uint64_t fixed = BnFixedUbBytes();
-  // Worked example (910B, float32): (196608 - 11584) / 25 = 7400 -> 7360 lanes.
+  // Worked example (910B, float32): (196608 - 10304) / 29 = 6424 -> 6400 lanes.
   const uint64_t capacity = (platform.ubBytes - fixed) / BnUbBytesPerElement(shape.inputDtype) / lanes * lanes;
 
   d.n = shape.n; d.c = shape.c; d.s = shape.s;
-  const uint64_t pitch = RoundUpTo(Max(shape.s, 1), align);
+  const uint64_t s = Max(shape.s, 1);
+  // Short channel runs: group K channels per tile so a burst is >= kBnMinBurstBytes.
+  uint64_t k = 1;
+  if (s * elem < kBnMinBurstBytes) k = Min(Min(CeilDiv(kBnMinBurstBytes, s * elem), shape.c), kBnStageChannels);
+  const uint64_t pitch = RoundUpTo(k * s, align);
   if (pitch <= capacity) {  // whole rows per tile
-    d.tileCols = static_cast<uint32_t>(Max(shape.s, 1));
+    d.tileCols = static_cast<uint32_t>(k * s);
     d.tilePitch = static_cast<uint32_t>(pitch);
     d.tileRows = static_cast<uint32_t>(Max(1, Min(Min(capacity / pitch, kBnMaxBlockCount), Max(shape.n, 1))));
   } else {  // a row is cut into column tiles
@@ -71,20 +77,22 @@ inline BatchNormReduceBackwardTiling TileBatchNormReduceBackward(const BatchNorm
     d.tilePitch = static_cast<uint32_t>(capacity);
     d.tileRows = 1;
   }
+  d.channelsPerTile = static_cast<uint32_t>(k);
+  d.channelBlocks = static_cast<uint32_t>(CeilDiv(shape.c, k));
   d.accElems = d.tileRows * d.tilePitch;
   const bool empty = shape.n == 0 || shape.s == 0;
   d.rowTiles = empty ? 0 : CeilDiv(shape.n, d.tileRows);
-  d.colTiles = empty ? 0 : CeilDiv(shape.s, d.tileCols);
-  const uint64_t tilesPerChannel = d.rowTiles * d.colTiles;
+  d.colTiles = empty ? 0 : CeilDiv(k * s, d.tileCols);
+  const uint64_t tilesPerBlock = d.rowTiles * d.colTiles;
 
-  // Split channels across cores; when there are fewer channels than cores, split each
-  // channel's tiles too so every core has work.
+  // Split channel blocks across cores; when there are fewer blocks than cores, split
+  // each block's tiles too so every core has work.
   const uint64_t cores = platform.vectorCores;
   uint64_t segments = 1;
-  if (shape.c < cores && tilesPerChannel > 1)
-    segments = Min(Min(CeilDiv(cores, shape.c), tilesPerChannel), kBnMaxSegments);
+  if (d.channelBlocks < cores && tilesPerBlock > 1)
+    segments = Min(Min(CeilDiv(cores, d.channelBlocks), tilesPerBlock), kBnMaxSegments);
   d.segments = static_cast<uint32_t>(segments);
-  d.tasks = shape.c * segments;
+  d.tasks = d.channelBlocks * segments;
   d.usedCores = static_cast<uint32_t>(Min(cores, d.tasks));
   d.stageChannels = kBnStageChannels;
   d.inputG = shape.inputG; d.weightG = shape.weightG; d.biasG = shape.biasG;
@@ -93,7 +101,7 @@ inline BatchNormReduceBackwardTiling TileBatchNormReduceBackward(const BatchNorm
   if ((shape.c * shape.s) * elem > 0xffffffffull) { t.error = "C x S too large for a 32-bit DataCopyPad stride"; return t; }
   t.tilingKey = shape.inputDtype + (shape.outputHalf ? 10 : 0);
   t.blockDim = d.usedCores;
-  t.workspaceBytes = segments > 1 ? d.tasks * 2 * sizeof(float) : 0;
+  t.workspaceBytes = segments > 1 ? segments * shape.c * 2 * sizeof(float) : 0;
   return t;
 }
 

@@ -76,7 +76,7 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const uint3
   dst.Check(0, calCount, sim::Owner::Mte2, sim::Access::Write, "DataCopy(GM->UB)");
   src.Check(0, calCount, "DataCopy(GM->UB)");
   std::memcpy(dst.Raw(), src.Raw(), calCount * sizeof(T));
-  sim::Ctx().counters.gm_read_bytes += uint64_t(calCount) * sizeof(T);
+  sim::Ctx().counters.gm_read_bytes += sim::GmSectorBytes(src.Raw(), uint64_t(calCount) * sizeof(T));
 }
 
 template <typename T>
@@ -87,7 +87,7 @@ void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const uint3
   src.Check(0, calCount, sim::Owner::Mte3, sim::Access::Read, "DataCopy(UB->GM)");
   dst.Check(0, calCount, "DataCopy(UB->GM)");
   std::memcpy(dst.Raw(), src.Raw(), calCount * sizeof(T));
-  sim::Ctx().counters.gm_write_bytes += uint64_t(calCount) * sizeof(T);
+  sim::Ctx().counters.gm_write_bytes += sim::GmSectorBytes(dst.Raw(), uint64_t(calCount) * sizeof(T));
 }
 
 template <typename T>
@@ -121,10 +121,10 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
     const T dummy = (left == 0 && right == 0) ? in[0] : fill;
     for (uint32_t i = 0; i < left; ++i) out[i] = fill;
     std::memcpy(out + left, in, p.blockLen);
+    sim::Ctx().counters.gm_read_bytes += sim::GmSectorBytes(in, p.blockLen);
     for (uint32_t i = 0; i < right; ++i) out[left + elems + i] = fill;
     for (uint32_t i = left + elems + right; i < row_elems; ++i) out[i] = dummy;
   }
-  sim::Ctx().counters.gm_read_bytes += uint64_t(p.blockCount) * p.blockLen;
 }
 
 template <typename T>
@@ -140,10 +140,11 @@ void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const Da
   src.Check(0, ((p.blockCount - 1) * ub_pitch + p.blockLen) / sizeof(T), sim::Owner::Mte3, sim::Access::Read,
             "DataCopyPad(UB->GM)");
   dst.Check(0, ((p.blockCount - 1) * gm_pitch + p.blockLen) / sizeof(T), "DataCopyPad(UB->GM)");
-  for (uint32_t b = 0; b < p.blockCount; ++b)
-    std::memcpy(reinterpret_cast<uint8_t*>(dst.Raw()) + b * gm_pitch,
-                reinterpret_cast<const uint8_t*>(src.Raw()) + b * ub_pitch, p.blockLen);
-  sim::Ctx().counters.gm_write_bytes += uint64_t(p.blockCount) * p.blockLen;
+  for (uint32_t b = 0; b < p.blockCount; ++b) {
+    uint8_t* out = reinterpret_cast<uint8_t*>(dst.Raw()) + b * gm_pitch;
+    std::memcpy(out, reinterpret_cast<const uint8_t*>(src.Raw()) + b * ub_pitch, p.blockLen);
+    sim::Ctx().counters.gm_write_bytes += sim::GmSectorBytes(out, p.blockLen);
+  }
 }
 
 }  // namespace AscendC

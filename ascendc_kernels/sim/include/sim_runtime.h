@@ -87,6 +87,14 @@ class CallScope {
   const char* previous_;
 };
 
+// GM traffic is charged per 32-byte sector a burst touches: a DMA of 4 bytes moves (at
+// least) one sector, so strided small copies cost what they would on the device.
+inline uint64_t GmSectorBytes(const void* p, uint64_t bytes) {
+  if (bytes == 0) return 0;
+  const uint64_t begin = reinterpret_cast<uint64_t>(p), end = begin + bytes;
+  return ((end + 31) / 32 - begin / 32) * 32;
+}
+
 [[noreturn]] void Fail(const std::string& what);
 std::string Where();  // "kernel 'k' block i/n, call X"
 void Defer(const std::string& what);

@@ -162,12 +162,12 @@ class GlobalTensor {
   }
   T GetValue(uint64_t index) const {
     Check(index, 1, "GlobalTensor::GetValue");
-    sim::Ctx().counters.gm_read_bytes += sizeof(T);
+    sim::Ctx().counters.gm_read_bytes += sim::GmSectorBytes(data_ + index, sizeof(T));
     return data_[index];
   }
   void SetValue(uint64_t index, const T& value) {
     Check(index, 1, "GlobalTensor::SetValue");
-    sim::Ctx().counters.gm_write_bytes += sizeof(T);
+    sim::Ctx().counters.gm_write_bytes += sim::GmSectorBytes(data_ + index, sizeof(T));
     data_[index] = value;
   }
   uint64_t GetSize() const { return size_; }
