@@ -44,9 +44,9 @@ inline uint32_t BnFixedUbBytes() {
 // UB bytes per accumulator element: 2 inputs x kBnBufferNum x the input dtype, fp32
 // copies of both inputs for half dtypes, two fp32 accumulators, the per-lane mean (used
 // when a tile spans several channels), the ReduceSum scratch.
-inline uint32_t BnUbBytesPerElement(uint32_t inputDtype) {
+inline uint32_t BnUbBytesPerElement(uint32_t inputDtype, bool meanTile) {
   const uint32_t in = DtypeBytes(inputDtype);
-  return 2 * kBnBufferNum * in + (inputDtype == kFloat32 ? 0 : 2 * 4) + 2 * 4 + 4 + 1;
+  return 2 * kBnBufferNum * in + (inputDtype == kFloat32 ? 0 : 2 * 4) + 2 * 4 + (meanTile ? 4 : 0) + 1;
 }
 
 inline BatchNormReduceBackwardTiling TileBatchNormReduceBackward(const BatchNormReduceBackwardShape& shape,
@@ -59,14 +59,16 @@ inline BatchNormReduceBackwardTiling TileBatchNormReduceBackward(const BatchNorm
   const uint32_t align = platform.blockBytes / elem;             // elements per 32 bytes
   const uint32_t lanes = platform.repeatBytes / 4;               // fp32 elements per repeat
   const uint64_t fixed = BnFixedUbBytes();
-  // Worked example (910B, float32): (196608 - 10304) / 29 = 6424 -> 6400 lanes.
-  const uint64_t capacity = (platform.ubBytes - fixed) / BnUbBytesPerElement(shape.inputDtype) / lanes * lanes;
 
   d.n = shape.n; d.c = shape.c; d.s = shape.s;
   const uint64_t s = Max(shape.s, 1);
   // Short channel runs: group K channels per tile so a burst is >= kBnMinBurstBytes.
   uint64_t k = 1;
   if (s * elem < kBnMinBurstBytes) k = Min(Min(CeilDiv(kBnMinBurstBytes, s * elem), shape.c), kBnStageChannels);
+  // Accumulator lanes UB can hold. Worked example (910B, float32, K = 1):
+  // (196608 - 10304) / 25 = 7452 -> 7424 lanes.
+  const uint64_t capacity =
+      (platform.ubBytes - fixed) / BnUbBytesPerElement(shape.inputDtype, k > 1) / lanes * lanes;
   const uint64_t pitch = RoundUpTo(k * s, align);
   if (pitch <= capacity) {  // whole rows per tile
     d.tileCols = static_cast<uint32_t>(k * s);

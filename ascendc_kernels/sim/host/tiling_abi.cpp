@@ -27,7 +27,7 @@ void asim_batch_norm_reduce_backward_tiling(uint64_t n, uint64_t c, uint64_t s, 
   out->tiling_key = t.tilingKey;
   out->block_dim = t.blockDim;
   out->workspace_bytes = t.workspaceBytes;
-  out->ub_bytes_per_element = akn::BnUbBytesPerElement(dtype);
+  out->ub_bytes_per_element = akn::BnUbBytesPerElement(dtype, t.data.channelsPerTile > 1);
   out->fixed_ub_bytes = akn::BnFixedUbBytes();
   std::strncpy(out->error, t.error.c_str(), sizeof(out->error) - 1);
   out->error[sizeof(out->error) - 1] = '\0';
