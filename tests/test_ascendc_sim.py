@@ -27,6 +27,9 @@ RULES = {
     "wait_without_set": (9, "WaitFlag", "no matching SetFlag"),
     "copy_out_before_deque": (10, "DataCopy(UB->GM)", "copied out before EnQue/DeQue"),
     "unaligned_ub_operand": (11, "Muls", "not 32-byte aligned"),
+    "enqueue_on_full_queue": (12, "TQue::EnQue", "beyond its depth 1"),
+    "padding_over_32_bytes": (13, "DataCopyPad(GM->UB)", "may not exceed 32 bytes"),
+    "widening_cast_with_round_mode": (14, "Cast", "use CAST_NONE"),
 }
 
 

@@ -25,6 +25,9 @@ enum Bug : int32_t {
   kWaitWithoutSet,     // WaitFlag that no SetFlag matches
   kCopyOutBeforeDeque, // DataCopy out of a VECOUT tensor still owned by the vector pipe
   kUnalignedUb,        // vector operand at a UB address that is not 32-byte aligned
+  kEnQueFull,          // a second EnQue on a depth-1 queue before any DeQue
+  kPadTooWide,         // DataCopyPad with 36 bytes of right padding
+  kWideningRound,      // Cast half -> float with a round mode
 };
 
 constexpr uint32_t kElems = 64;
@@ -39,6 +42,8 @@ class ScaleKernel {
     pipe_.InitBuffer(inQue_, 2, kElems * sizeof(float));
     pipe_.InitBuffer(outQue_, 2, kElems * sizeof(float));
     if (bug_ == kUbOverflow) pipe_.InitBuffer(extra_, 192 * 1024);
+    if (bug_ == kEnQueFull) pipe_.InitBuffer(shallowQue_, 2, kElems * sizeof(float));
+    if (bug_ == kWideningRound) pipe_.InitBuffer(extra_, kElems * sizeof(half));
   }
 
   __aicore__ inline void Process() {
@@ -49,6 +54,17 @@ class ScaleKernel {
       DataCopy(in, all[8], kElems);
     } else {
       DataCopy(in, xGm_, bug_ == kUnalignedCopy ? 7 : kElems);
+    }
+    if (bug_ == kEnQueFull) {
+      LocalTensor<float> a = shallowQue_.AllocTensor<float>();
+      LocalTensor<float> b = shallowQue_.AllocTensor<float>();
+      shallowQue_.EnQue(a);
+      shallowQue_.EnQue(b);
+    }
+    if (bug_ == kPadTooWide) {
+      DataCopyExtParams params(1, 28, 0, 0, 0);
+      DataCopyPadExtParams<float> pad(true, 0, 9, 0.0f);
+      DataCopyPad(in, xGm_, params, pad);
     }
     if (bug_ == kQueueDepth) {
       LocalTensor<float> second = inQue_.AllocTensor<float>();
@@ -64,6 +80,7 @@ class ScaleKernel {
     if (bug_ == kUnalignedUb) {
       Muls(out[1], ready[1], 2.0f, kElems - 8);
     }
+    if (bug_ == kWideningRound) Cast(out, extra_.Get<half>(), RoundMode::CAST_RINT, kElems);
     Muls(out, ready, 2.0f, bug_ == kCountTooLarge ? kElems + 8 : kElems);
     inQue_.FreeTensor(ready);
     if (bug_ == kReadAfterFree) Muls(out, ready, 2.0f, kElems);
@@ -82,6 +99,7 @@ class ScaleKernel {
   TPipe pipe_;
   TQue<QuePosition::VECIN, 2> inQue_;
   TQue<QuePosition::VECOUT, 2> outQue_;
+  TQue<QuePosition::VECIN, 1> shallowQue_;
   TBuf<TPosition::VECCALC> extra_;
   GlobalTensor<float> xGm_, yGm_;
 };
