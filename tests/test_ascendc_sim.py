@@ -52,8 +52,15 @@ def test_each_rule_stops_the_wrong_kernel(rule):
 
 def test_syncall_is_a_barrier_across_block_threads():
     blocks = 16
-    seen = _sim.run_selftest_syncall(blocks)
+    error, seen = _sim.run_selftest_syncall(blocks)
+    assert error is None
     assert seen.tolist() == [(b + 1) % blocks + 1 for b in range(blocks)]
+
+
+def test_a_block_that_skips_syncall_is_caught_instead_of_hanging():
+    error, _ = _sim.run_selftest_syncall(4, skip_last=True)
+    assert error is not None and "kernel 'selftest_syncall' block " in error and ", SyncAll: " in error
+    assert "1 block(s) returned without reaching this SyncAll" in error
 
 
 def _bn_sim(inputs, cores):

@@ -67,7 +67,7 @@ if _lib is not None:
         ctypes.POINTER(_FlceArgs), ctypes.POINTER(_u64), ctypes.POINTER(_u64)]
     _lib.asim_fused_linear_cross_entropy_loss_grad.argtypes = [ctypes.POINTER(_FlceArgs), _vp, _u64]
     _lib.asim_run_selftest_kernel.argtypes = [ctypes.c_int32, _u32, _vp, _vp, ctypes.c_char_p, _u64]
-    _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp]
+    _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
     _lib.asim_batch_norm_reduce_backward_tiling.restype = None
     _lib.asim_fused_linear_cross_entropy_loss_grad_tiling.restype = None
 
@@ -171,9 +171,13 @@ def run_selftest_kernel(bug: int, blocks: int = 2) -> tuple[str | None, torch.Te
     return (message.value.decode() if status else None), y
 
 
-def run_selftest_syncall(blocks: int) -> torch.Tensor:
-    """Each block writes its slot, SyncAll, reads its neighbour's: returns what each saw."""
+def run_selftest_syncall(blocks: int, skip_last: bool = False) -> tuple[str | None, torch.Tensor]:
+    """Each block writes its slot, SyncAll, reads its neighbour's; with skip_last the last
+    block returns before SyncAll. Returns the simulator's error (None if clean) and what
+    each block saw."""
     slots = torch.zeros(blocks, dtype=torch.int32)
     seen = torch.zeros(blocks, dtype=torch.int32)
-    _check(library().asim_run_selftest_syncall(blocks, _ptr(slots), _ptr(seen)))
-    return seen
+    message = ctypes.create_string_buffer(4096)
+    status = library().asim_run_selftest_syncall(blocks, _ptr(slots), _ptr(seen), int(skip_last), message,
+                                                 len(message))
+    return (message.value.decode() if status else None), seen

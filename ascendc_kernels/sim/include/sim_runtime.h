@@ -113,6 +113,7 @@ struct Launch {
   std::mutex mutex;
   std::condition_variable cv;
   uint32_t arrived = 0;
+  uint32_t finished = 0;  // blocks that returned: a SyncAll they never reach would hang
   uint64_t generation = 0;
   bool aborted = false;
   std::string first_error;

@@ -81,8 +81,12 @@ void SyncAllBlocks() {
     l.cv.notify_all();
     return;
   }
-  l.cv.wait(lock, [&] { return l.generation != gen || l.aborted; });
-  if (l.generation == gen) throw SimError("");  // another block failed: stop quietly
+  auto stranded = [&] { return l.finished > 0 && l.arrived + l.finished == l.block_dim; };
+  l.cv.wait(lock, [&] { return l.generation != gen || l.aborted || stranded(); });
+  if (l.generation != gen) return;
+  if (l.aborted) throw SimError("");  // another block failed: stop quietly
+  lock.unlock();
+  Fail(std::to_string(l.finished) + " block(s) returned without reaching this SyncAll: the device would hang");
 }
 
 LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t tiling_key,
@@ -91,7 +95,7 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
   if (block_dim == 0 || block_dim > 65535)
     throw SimError("simulator: kernel '" + kernel + "': blockDim must be in [1, 65535], got " +
                    std::to_string(block_dim));
-  Launch launch{kernel, block_dim, tiling_key, &soc, regions, {}, {}, 0, 0, false, {}};
+  Launch launch{kernel, block_dim, tiling_key, &soc, regions, {}, {}, 0, 0, 0, false, {}};
   std::vector<BlockContext> contexts(block_dim);
   auto run_block = [&](uint32_t idx) {
     BlockContext& c = contexts[idx];
@@ -108,16 +112,14 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
     } catch (const std::exception& e) {
       error = "simulator: " + Where() + ": unexpected exception: " + e.what();
     }
-    if (error.empty() && !c.deferred_error.empty()) error = c.deferred_error;
     t_ctx = nullptr;
-    if (!error.empty()) {
-      std::lock_guard<std::mutex> lock(launch.mutex);
-      if (!launch.aborted) {
-        launch.aborted = true;
-        launch.first_error = error;
-      }
-      launch.cv.notify_all();
+    std::lock_guard<std::mutex> lock(launch.mutex);
+    ++launch.finished;
+    if (!error.empty() && !launch.aborted) {
+      launch.aborted = true;
+      launch.first_error = error;
     }
+    launch.cv.notify_all();
   };
   std::vector<std::thread> threads;
   threads.reserve(block_dim);
