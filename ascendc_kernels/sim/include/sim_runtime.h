@@ -125,7 +125,7 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
                          const std::vector<GmRegion>& regions,
                          const std::function<void()>& body, const SocSpec& soc = Soc910B());
 
-// The GM a test kernel may use when it has no caller-provided buffers (CANN's GmAlloc).
+// The barrier behind SyncAll; raises if a block returned without reaching it.
 void SyncAllBlocks();
 uint64_t CurrentTilingKey();
 

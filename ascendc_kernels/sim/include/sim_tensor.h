@@ -335,7 +335,6 @@ class TPipe {
     buf.Init(Take(Align(len)), len);
     return true;
   }
-  void Reset() {}  // buffers stay where they are for the launch
 
  private:
   static uint32_t Align(uint32_t len) {

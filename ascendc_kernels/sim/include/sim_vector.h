@@ -73,10 +73,6 @@ template <typename T>
 void Mul(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count) {
   sim::Binary("Mul", dst, src0, src1, count, [](float x, float y) { return x * y; });
 }
-template <typename T>
-void Div(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count) {
-  sim::Binary("Div", dst, src0, src1, count, [](float x, float y) { return x / y; });
-}
 template <typename T, typename U>
 void Adds(const LocalTensor<T>& dst, const LocalTensor<T>& src, const U& scalarValue, const int32_t& count) {
   const float s = static_cast<float>(static_cast<T>(scalarValue));
@@ -145,27 +141,6 @@ void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Local
     total = static_cast<float>(T(total + lanes[0]));
   }
   dst.Raw()[0] = T(total);
-  sim::CountVector<T>(count);
-}
-
-template <typename T>
-void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& sharedTmpBuffer,
-               const int32_t count, bool calIndex = false) {
-  sim::CallScope scope("ReduceMax");
-  sim::CheckCount(count);
-  const int32_t per_repeat = sim::Ctx().launch->soc->repeat_bytes / sizeof(T);
-  const int32_t repeats = (count + per_repeat - 1) / per_repeat;
-  sim::Operand(src, count, sim::Access::Read, "src");
-  sim::Operand(sharedTmpBuffer, 2 * repeats, sim::Access::Write, "sharedTmpBuffer");
-  dst.Check(0, calIndex ? 2 : 1, sim::Owner::Vector, sim::Access::Write, "ReduceMax");
-  int32_t best = 0;
-  for (int32_t i = 1; i < count; ++i)
-    if (static_cast<float>(src.Raw()[i]) > static_cast<float>(src.Raw()[best])) best = i;
-  dst.Raw()[0] = src.Raw()[best];
-  if (calIndex) {
-    uint32_t idx = static_cast<uint32_t>(best);
-    std::memcpy(&dst.Raw()[1], &idx, std::min(sizeof(T), sizeof(idx)));
-  }
   sim::CountVector<T>(count);
 }
 
