@@ -173,3 +173,10 @@ def test_sim_is_listed_and_chosen_only_on_request():
     inputs = testing.bn_inputs(BnCase((2, 3, 4)))
     ascend_ops.batch_norm_reduce_backward(**inputs, impl="sim")
     assert _sim.last_counters().launches == 1
+
+
+def test_flce_kernel_leaves_softmax_unchanged():
+    inputs = testing.flce_inputs(FlceCase(9, 8, 50, mode=testing.HIGH_PERFORMANCE, seed=3))
+    before = inputs["softmax"].clone()
+    ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl="sim")
+    assert torch.equal(inputs["softmax"], before)
