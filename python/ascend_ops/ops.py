@@ -23,6 +23,7 @@ def fused_linear_cross_entropy_loss_grad(
     softmax: torch.Tensor | None = None,
     *,
     impl: str = "auto",
+    scratch_bytes: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Backward of vocab-parallel cross entropy fused with the LM head (SPEC §1).
 
@@ -47,6 +48,9 @@ def fused_linear_cross_entropy_loss_grad(
         softmax: float32 [BT, V] kept by the forward (high-performance mode). The op may
             use it as scratch: its contents are undefined afterwards.
         impl: "auto" (by device), "cpu", "reference" or "sim"; see `available_impls()`.
+        scratch_bytes: the CPU kernel's scratch budget for its vocabulary chunks
+            (default: ASCEND_OPS_FLCE_SCRATCH_MIB, else 64 MiB); other
+            implementations ignore it.
 
     Returns:
         (input_grad [BT, H], weight_grad [V, H]), both in input's dtype.
@@ -56,9 +60,11 @@ def fused_linear_cross_entropy_loss_grad(
     chosen = resolve(impl, input.device)
     if chosen in ("reference", "sim"):
         native().check_fused_linear_cross_entropy_loss_grad(*args, check_values=True)
+        native().check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes)
         backend = reference if chosen == "reference" else _sim
         return backend.fused_linear_cross_entropy_loss_grad(*args)
-    return torch.ops.ascend_ops.fused_linear_cross_entropy_loss_grad(*args)
+    return torch.ops.ascend_ops.fused_linear_cross_entropy_loss_grad(
+        *args, scratch_bytes=scratch_bytes)
 
 
 def batch_norm_reduce_backward(
