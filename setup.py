@@ -2,6 +2,8 @@
 
 `ascend_ops._C` always holds the operator schemas (generated from
 op_plugin/config/ascend_ops.yaml), the shared validation and the CPU kernels.
+`ascend_ops._ascendc_sim` is the Ascend C kernels (ascendc_kernels/) built against the
+project's CPU simulator: plain C++, no torch headers, loaded with ctypes (impl="sim").
 Build it after torch is installed, without build isolation:
 
     pip install --no-build-isolation .
@@ -11,7 +13,7 @@ import os
 import pathlib
 import sys
 
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 ROOT = pathlib.Path(__file__).resolve().parent
@@ -29,6 +31,23 @@ def native_sources() -> list[str]:
     csrc = ROOT / "op_plugin" / "csrc"
     sources = sorted(csrc.glob("*.cpp")) + sorted((csrc / "cpu").glob("*.cpp"))
     return [relative(gen_registration.generate(GENERATED))] + [relative(p) for p in sources]
+
+
+def simulator_extension() -> Extension:
+    """The Ascend C kernels, their host tiling and the simulator, as one plain C++ library."""
+    kernels = ROOT / "ascendc_kernels"
+    sources = (sorted((kernels / "sim" / "src").glob("*.cpp"))
+               + sorted((kernels / "sim" / "host").glob("*.cpp"))
+               + sorted((kernels / "sim" / "selftest").glob("*.cpp"))
+               + sorted(kernels.glob("*/op_kernel/*.cpp")))
+    return Extension(
+        "ascend_ops._ascendc_sim",
+        [relative(p) for p in sources],
+        include_dirs=[str(kernels / "sim" / "include")],  # absolute: ninja runs in build/
+        extra_compile_args=["-std=c++17", "-O2", "-pthread"],
+        extra_link_args=["-pthread"],
+        language="c++",
+    )
 
 
 extra_compile_args = ["-O3", "-fopenmp"]
@@ -50,7 +69,8 @@ setup(
             native_sources(),
             extra_compile_args=extra_compile_args,
             extra_link_args=["-fopenmp"],
-        )
+        ),
+        simulator_extension(),
     ],
     cmdclass={"build_ext": BuildExtension},
     zip_safe=False,

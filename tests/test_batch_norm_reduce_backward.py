@@ -11,7 +11,7 @@ from ascend_ops.testing import BnCase
 
 from conftest import assert_matches
 
-IMPLS = ["cpu", "reference"]
+IMPLS = ["cpu", "reference", "sim"]
 CASES = testing.bn_cases()
 
 
@@ -31,6 +31,11 @@ def test_cpu_matches_float64_reference(case, cpu_path):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_reference_matches_float64_reference(case):
     check_case(case, "reference")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_sim_matches_float64_reference(case):
+    check_case(case, "sim")  # the Ascend C kernel on the CPU simulator
 
 
 LAYOUT_CASES = [

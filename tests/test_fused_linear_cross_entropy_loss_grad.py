@@ -9,7 +9,7 @@ from ascend_ops.testing import FlceCase
 
 from conftest import assert_matches, clone_inputs
 
-IMPLS = ["cpu", "reference"]
+IMPLS = ["cpu", "reference", "sim"]
 CASES = testing.flce_cases()
 
 
@@ -31,6 +31,11 @@ def test_cpu_matches_float64_reference(case, cpu_path):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_reference_matches_float64_reference(case):
     check_case(case, "reference")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_sim_matches_float64_reference(case):
+    check_case(case, "sim")  # the Ascend C kernel on the CPU simulator
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -98,7 +103,7 @@ def test_scratch_budget_from_the_environment(monkeypatch):
 @pytest.mark.parametrize("bad", [0, -5])
 def test_scratch_bytes_must_be_positive(bad):
     inputs = testing.flce_inputs(FlceCase(4, 4, 8))
-    for impl in ("cpu", "reference"):
+    for impl in ("cpu", "reference", "sim"):
         with pytest.raises(ValueError, match="'scratch_bytes' must be a positive"):
             ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, scratch_bytes=bad, impl=impl)
 

@@ -91,8 +91,16 @@ def test_compile_fullgraph_bn_with_dynamic_shapes():
 
 def test_available_impls_reports_each_known_impl():
     status = ascend_ops.available_impls()
-    assert set(status) == {"cpu", "reference"}
+    assert set(status) == {"cpu", "reference", "sim"}
     assert all(s.available and s.reason is None for s in status.values())
+
+
+def test_unbuilt_simulator_gives_a_reason(tmp_path):
+    from ascend_ops import _sim
+
+    library, reason = _sim._load(tmp_path)
+    assert library is None
+    assert "ascend_ops._ascendc_sim is not built" in reason
 
 
 def run_python(code: str, **env) -> subprocess.CompletedProcess:
@@ -124,8 +132,9 @@ def test_main_job_prints_a_passing_parity_table():
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "cpu        available" in out and "reference  available" in out
+    assert "sim        available" in out
     for op in ("fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward"):
-        for impl in ("cpu", "reference"):
+        for impl in ("cpu", "reference", "sim"):
             assert any(line.startswith(op) and f" {impl} " in line and line.rstrip().endswith("pass")
                        for line in out.splitlines()), out
     assert "FAIL" not in out

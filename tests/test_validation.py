@@ -70,7 +70,7 @@ def check_message(error, arg):
         message.startswith("batch_norm_reduce_backward"), message
 
 
-@pytest.mark.parametrize("impl", ["cpu", "reference"])
+@pytest.mark.parametrize("impl", ["cpu", "reference", "sim"])
 @pytest.mark.parametrize("rule", FLCE_BAD, ids=lambda r: r[0])
 def test_flce_bad_input(impl, rule):
     name, (mode, change), error_type, arg = rule
@@ -133,7 +133,7 @@ BN_BAD = [
 ]
 
 
-@pytest.mark.parametrize("impl", ["cpu", "reference"])
+@pytest.mark.parametrize("impl", ["cpu", "reference", "sim"])
 @pytest.mark.parametrize("rule", BN_BAD, ids=lambda r: r[0])
 def test_bn_bad_input(impl, rule):
     name, change, error_type, arg = rule
@@ -163,5 +163,7 @@ def test_cpu_impl_refuses_other_devices():
     inputs = {k: v.to("meta") if isinstance(v, torch.Tensor) else v for k, v in bn_base().items()}
     with pytest.raises(ValueError, match="impl='cpu' needs CPU tensors"):
         ascend_ops.batch_norm_reduce_backward(**inputs, impl="cpu")
+    with pytest.raises(ValueError, match="impl='sim' needs CPU tensors"):
+        ascend_ops.batch_norm_reduce_backward(**inputs, impl="sim")
     with pytest.raises(RuntimeError, match="no implementation runs on meta"):
         ascend_ops.batch_norm_reduce_backward(**inputs)

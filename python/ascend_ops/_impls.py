@@ -6,13 +6,14 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _extension
+from . import _extension, _sim
 
 __all__ = ["ImplStatus", "available_impls", "IMPLS"]
 
 #: Every implementation this version knows, in the order "auto" prefers them.
 #: "cpu": the C++ kernel. "reference": plain torch (reference.py), the oracle.
-IMPLS = ("cpu", "reference")
+#: "sim": the Ascend C kernels on the project's CPU simulator (ascendc_kernels/).
+IMPLS = ("cpu", "reference", "sim")
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,10 @@ def available_impls() -> dict[str, ImplStatus]:
         # reference shares with it.
         down = ImplStatus(False, _extension.load_error)
         return {name: down for name in IMPLS}
-    return {name: ImplStatus(True) for name in IMPLS}
+    status = {name: ImplStatus(True) for name in IMPLS}
+    if _sim.load_error is not None:
+        status["sim"] = ImplStatus(False, _sim.load_error)
+    return status
 
 
 def resolve(impl: str, device: torch.device) -> str:
@@ -45,8 +49,8 @@ def resolve(impl: str, device: torch.device) -> str:
         raise RuntimeError(f"impl='auto': no implementation runs on {device} tensors ({reasons})")
     if not status[impl].available:
         raise RuntimeError(f"impl={impl!r} is not available: {status[impl].reason}")
-    if impl == "cpu" and device.type != "cpu":
-        raise ValueError(f"impl='cpu' needs CPU tensors, got tensors on {device}")
+    if impl in ("cpu", "sim") and device.type != "cpu":
+        raise ValueError(f"impl={impl!r} needs CPU tensors, got tensors on {device}")
     return impl
 
 
@@ -55,4 +59,6 @@ def why_not(name: str, device: torch.device, status: ImplStatus) -> str:
         return status.reason or "unavailable"
     if name == "cpu":
         return f"needs CPU tensors, got {device}"
+    if name == "sim":
+        return "never chosen by 'auto' (a simulator for testing the Ascend C kernels; ask for impl='sim')"
     return "never chosen by 'auto' (the oracle; ask for it with impl='reference')"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import reference
+from . import _sim, reference
 from ._extension import native
 from ._impls import resolve
 
@@ -47,7 +47,7 @@ def fused_linear_cross_entropy_loss_grad(
             forward; required when `softmax` is None (memory-saving mode).
         softmax: float32 [BT, V] kept by the forward (high-performance mode). The op may
             use it as scratch: its contents are undefined afterwards.
-        impl: "auto" (by device), "cpu" or "reference"; see `available_impls()`.
+        impl: "auto" (by device), "cpu", "reference" or "sim"; see `available_impls()`.
         scratch_bytes: the CPU kernel's scratch budget for its vocabulary chunks
             (default: ASCEND_OPS_FLCE_SCRATCH_MIB, else 64 MiB); other
             implementations ignore it.
@@ -57,10 +57,12 @@ def fused_linear_cross_entropy_loss_grad(
     """
     args = (grad, input, weight, target_mask, masked_target, label_smoothing,
             logits_max, sum_exp_logits, softmax)
-    if resolve(impl, input.device) == "reference":
+    chosen = resolve(impl, input.device)
+    if chosen in ("reference", "sim"):
         native().check_fused_linear_cross_entropy_loss_grad(*args, check_values=True)
         native().check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes)
-        return reference.fused_linear_cross_entropy_loss_grad(*args)
+        backend = reference if chosen == "reference" else _sim
+        return backend.fused_linear_cross_entropy_loss_grad(*args)
     return torch.ops.ascend_ops.fused_linear_cross_entropy_loss_grad(
         *args, scratch_bytes=scratch_bytes)
 
@@ -93,14 +95,16 @@ def batch_norm_reduce_backward(
         weight: [C] or None; it does not enter the math (accepted for compatibility).
         input_g, weight_g, bias_g: which outputs to compute: sum_dy and sum_dy_xmu when
             input_g, grad_weight when weight_g, grad_bias when bias_g.
-        impl: "auto" (by device), "cpu" or "reference"; see `available_impls()`.
+        impl: "auto" (by device), "cpu", "reference" or "sim"; see `available_impls()`.
 
     Returns:
         (sum_dy, sum_dy_xmu, grad_weight, grad_bias), each [C] or None when not asked
         for; float16 when input and mean are both float16, float32 otherwise.
     """
     args = (grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g)
-    if resolve(impl, input.device) == "reference":
+    chosen = resolve(impl, input.device)
+    if chosen in ("reference", "sim"):
         native().check_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight)
-        return reference.batch_norm_reduce_backward(*args)
+        backend = reference if chosen == "reference" else _sim
+        return backend.batch_norm_reduce_backward(*args)
     return torch.ops.ascend_ops.batch_norm_reduce_backward(*args)

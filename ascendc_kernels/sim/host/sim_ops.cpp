@@ -1,0 +1,243 @@
+// The simulator's host side of both operators, as a C ABI for ctypes: for each op an
+// aclnn-style two-phase pair (…_workspace_size, then the call with that workspace), which
+// tiles with the same pure functions the CANN TilingFunc uses and launches the kernels
+// through ICPU_RUN_KF. Errors come back as a non-zero status and asim_last_error().
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "kernel_operator.h"
+#include "sim_matmul.h"
+#include "../../batch_norm_reduce_backward/op_host/batch_norm_reduce_backward_tiling.h"
+#include "../../fused_linear_cross_entropy_loss_grad/op_host/fused_linear_cross_entropy_loss_grad_tiling.h"
+
+extern "C" void batch_norm_reduce_backward(GM_ADDR gradOut, GM_ADDR input, GM_ADDR mean, GM_ADDR invstd,
+                                           GM_ADDR weight, GM_ADDR sumDy, GM_ADDR sumDyXmu, GM_ADDR gradWeight,
+                                           GM_ADDR gradBias, GM_ADDR workspace, GM_ADDR tiling);
+extern "C" void fused_linear_cross_entropy_loss_grad(GM_ADDR grad, GM_ADDR source, GM_ADDR targetMask,
+                                                     GM_ADDR maskedTarget, GM_ADDR logitsMax,
+                                                     GM_ADDR sumExpLogits, GM_ADDR gradLogits,
+                                                     GM_ADDR workspace, GM_ADDR tiling);
+
+namespace akn = ascend_ops_kernels;
+
+namespace {
+
+thread_local std::string t_error;
+thread_local sim::LaunchCounters t_counters;
+
+// Counters summed over the launches (and host GEMMs) of one operator call.
+void Accumulate(sim::LaunchCounters& total, const sim::LaunchCounters& one) {
+  total.kernel = total.kernel.empty() ? one.kernel : total.kernel;
+  total.block_dim = std::max(total.block_dim, one.block_dim);
+  total.gm_read_bytes += one.gm_read_bytes;
+  total.gm_write_bytes += one.gm_write_bytes;
+  total.ub_high_water = std::max(total.ub_high_water, one.ub_high_water);
+  total.vector_instructions += one.vector_instructions;
+  total.vector_repeats += one.vector_repeats;
+  total.max_block_vector_repeats += one.max_block_vector_repeats;  // launches run one after another
+  total.cube_flops += one.cube_flops;
+}
+
+akn::PlatformFacts Platform(uint32_t vector_cores) {
+  akn::PlatformFacts p = akn::kAscend910B;
+  if (vector_cores != 0) p.vectorCores = vector_cores;
+  return p;
+}
+
+template <typename F>
+int Guard(F&& body) {
+  t_error.clear();
+  try {
+    body();
+    return 0;
+  } catch (const std::exception& e) {
+    t_error = e.what();
+    return 1;
+  }
+}
+
+sim::GmRegion Region(const void* p, uint64_t bytes, const char* name) {
+  return sim::GmRegion{static_cast<const uint8_t*>(p), bytes, name};
+}
+
+akn::BatchNormReduceBackwardShape BnShape(uint64_t n, uint64_t c, uint64_t s, uint32_t dtype, int out_half,
+                                          int input_g, int weight_g, int bias_g) {
+  return akn::BatchNormReduceBackwardShape{n, c, s, dtype, out_half != 0, input_g != 0, weight_g != 0, bias_g != 0};
+}
+
+}  // namespace
+
+extern "C" {
+
+struct AsimCounters {
+  uint64_t gm_read_bytes, gm_write_bytes, ub_high_water, vector_instructions, vector_repeats,
+      max_block_vector_repeats, cube_flops, block_dim, launches;
+};
+
+const char* asim_last_error() { return t_error.c_str(); }
+
+void asim_last_counters(AsimCounters* out) {
+  const sim::LaunchCounters& c = t_counters;
+  *out = AsimCounters{c.gm_read_bytes, c.gm_write_bytes, c.ub_high_water, c.vector_instructions, c.vector_repeats,
+                      c.max_block_vector_repeats, c.cube_flops, c.block_dim,
+                      static_cast<uint64_t>(sim::RecordedLaunches().size())};
+}
+
+// ---- batch_norm_reduce_backward -------------------------------------------------------
+
+int asim_batch_norm_reduce_backward_workspace_size(uint64_t n, uint64_t c, uint64_t s, uint32_t dtype, int out_half,
+                                                   int input_g, int weight_g, int bias_g, uint32_t vector_cores,
+                                                   uint64_t* workspace_bytes) {
+  return Guard([&] {
+    const auto t = akn::TileBatchNormReduceBackward(BnShape(n, c, s, dtype, out_half, input_g, weight_g, bias_g),
+                                                    Platform(vector_cores));
+    if (!t.error.empty()) throw sim::SimError("batch_norm_reduce_backward tiling: " + t.error);
+    *workspace_bytes = t.workspaceBytes;
+  });
+}
+
+// mean and invstd are fp32 [C]; outputs not asked for may be null.
+int asim_batch_norm_reduce_backward(const void* grad_out, const void* input, const float* mean, const float* invstd,
+                                    void* sum_dy, void* sum_dy_xmu, void* grad_weight, void* grad_bias,
+                                    void* workspace, uint64_t workspace_bytes, uint64_t n, uint64_t c, uint64_t s,
+                                    uint32_t dtype, int out_half, int input_g, int weight_g, int bias_g,
+                                    uint32_t vector_cores) {
+  return Guard([&] {
+    t_counters = sim::LaunchCounters{};
+    sim::RecordedLaunches().clear();
+    const auto t = akn::TileBatchNormReduceBackward(BnShape(n, c, s, dtype, out_half, input_g, weight_g, bias_g),
+                                                    Platform(vector_cores));
+    if (!t.error.empty()) throw sim::SimError("batch_norm_reduce_backward tiling: " + t.error);
+    if (workspace_bytes < t.workspaceBytes) throw sim::SimError("batch_norm_reduce_backward: workspace too small");
+    const uint64_t data_bytes = n * c * s * akn::DtypeBytes(dtype);
+    const uint64_t out_bytes = c * (out_half ? 2 : 4);
+    BatchNormReduceBackwardTilingData tiling = t.data;
+    std::vector<sim::GmRegion> regions = {Region(mean, c * 4, "mean"), Region(invstd, c * 4, "invstd"),
+                                          Region(&tiling, sizeof(tiling), "tiling")};
+    if (data_bytes) {
+      regions.push_back(Region(grad_out, data_bytes, "grad_out"));
+      regions.push_back(Region(input, data_bytes, "input"));
+    }
+    const void* outs[4] = {sum_dy, sum_dy_xmu, grad_weight, grad_bias};
+    const char* names[4] = {"sum_dy", "sum_dy_xmu", "grad_weight", "grad_bias"};
+    for (int i = 0; i < 4; ++i)
+      if (outs[i]) regions.push_back(Region(outs[i], out_bytes, names[i]));
+    if (t.workspaceBytes) regions.push_back(Region(workspace, t.workspaceBytes, "workspace"));
+    sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions};
+    auto* tiling_gm = reinterpret_cast<GM_ADDR>(&tiling);
+    const sim::LaunchCounters counters = ICPU_RUN_KF(
+        batch_norm_reduce_backward, t.blockDim, (GM_ADDR)grad_out, (GM_ADDR)input, (GM_ADDR)mean, (GM_ADDR)invstd,
+        nullptr, (GM_ADDR)sum_dy, (GM_ADDR)sum_dy_xmu, (GM_ADDR)grad_weight, (GM_ADDR)grad_bias,
+        (GM_ADDR)workspace, tiling_gm);
+    // The tiling struct is host data the launch copies to the device, not GM traffic.
+    Accumulate(t_counters, counters);
+  });
+}
+
+// ---- fused_linear_cross_entropy_loss_grad ---------------------------------------------
+
+struct AsimFlceArgs {
+  const float* grad;            // [BT]
+  const void* input;            // [BT, H]
+  const void* weight;           // [V, H]
+  const void* target_mask;      // packed uint8 [mask_bytes] or bool [BT]
+  uint64_t mask_bytes;
+  const void* masked_target;    // int32/int64 [BT]
+  const float* logits_max;      // [BT] or null (high-performance mode)
+  const float* sum_exp_logits;  // [BT] or null
+  const float* softmax;         // [BT, V] or null (memory-saving mode)
+  void* input_grad;             // [BT, H]
+  void* weight_grad;            // [V, H]
+  uint64_t bt, h, v;
+  uint32_t dtype;
+  int mask_packed;
+  int target64;
+  uint64_t workspace_budget;    // 0: default
+  uint32_t vector_cores;        // 0: the platform's
+};
+
+static akn::FusedLinearCrossEntropyLossGradShape FlceShape(const AsimFlceArgs& a) {
+  return akn::FusedLinearCrossEntropyLossGradShape{
+      a.bt, a.h, a.v, a.dtype, a.softmax ? akn::kHighPerformance : akn::kMemorySaving, a.mask_packed != 0,
+      a.target64 != 0, a.workspace_budget};
+}
+
+int asim_fused_linear_cross_entropy_loss_grad_workspace_size(const AsimFlceArgs* args, uint64_t* workspace_bytes,
+                                                             uint64_t* chunks) {
+  return Guard([&] {
+    const auto t = akn::TileFusedLinearCrossEntropyLossGrad(FlceShape(*args), Platform(args->vector_cores));
+    if (!t.error.empty()) throw sim::SimError("fused_linear_cross_entropy_loss_grad tiling: " + t.error);
+    *workspace_bytes = t.workspaceBytes;
+    *chunks = t.chunks;
+  });
+}
+
+// Per chunk of rows: [memory-saving] logits = x_c · wᵀ (GEMM, fp32 out) -> G_c (vector
+// kernel) -> input_grad_c = G_c · w (GEMM) -> weight_grad (+)= G_cᵀ · x_c (GEMM, fp32
+// accumulator in the workspace when there is more than one chunk, rounded at the last).
+int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args, void* workspace, uint64_t workspace_bytes) {
+  return Guard([&] {
+    const AsimFlceArgs& a = *args;
+    t_counters = sim::LaunchCounters{};
+    sim::RecordedLaunches().clear();
+    const akn::PlatformFacts platform = Platform(a.vector_cores);
+    const auto shape = FlceShape(a);
+    const auto t = akn::TileFusedLinearCrossEntropyLossGrad(shape, platform);
+    if (!t.error.empty()) throw sim::SimError("fused_linear_cross_entropy_loss_grad tiling: " + t.error);
+    if (workspace_bytes < t.workspaceBytes)
+      throw sim::SimError("fused_linear_cross_entropy_loss_grad: workspace too small");
+    const uint32_t e = 2;  // bytes of the half dtype
+    const sim::MatDtype half_dtype = a.dtype == akn::kBFloat16 ? sim::MatDtype::BF16 : sim::MatDtype::F16;
+    auto* ws = static_cast<uint8_t*>(workspace);
+    if (a.bt == 0) {  // no rows: weight_grad is zero (a memset on the device)
+      std::memset(a.weight_grad, 0, a.v * a.h * e);
+      t_counters.gm_write_bytes += a.v * a.h * e;
+      return;
+    }
+    auto* logits = reinterpret_cast<float*>(ws + t.logitsOffset);
+    auto* g = ws + t.gOffset;
+    auto* acc = reinterpret_cast<float*>(ws + t.weightGradAccOffset);
+    const auto* x = static_cast<const uint8_t*>(a.input);
+    for (uint64_t chunk = 0; chunk < t.chunks; ++chunk) {
+      FusedLinearCrossEntropyLossGradTilingData tiling = akn::TileFlceChunk(shape, t, chunk, platform);
+      const uint64_t r0 = tiling.rowBegin, rows = tiling.rows;
+      const sim::MatView x_c{x + r0 * a.h * e, half_dtype, rows, a.h, a.h, false};
+      const sim::MatView w_t{a.weight, half_dtype, a.h, a.v, a.h, true};  // wᵀ [H, V]
+      const float* source = a.softmax ? a.softmax + r0 * a.v : logits;
+      if (!a.softmax) sim::HostMatmul(x_c, w_t, logits, sim::MatDtype::F32, a.v, nullptr, t_counters);
+
+      std::vector<sim::GmRegion> regions = {
+          Region(a.grad, a.bt * 4, "grad"), Region(a.target_mask, a.mask_bytes, "target_mask"),
+          Region(a.masked_target, a.bt * (a.target64 ? 8 : 4), "masked_target"),
+          Region(source, rows * a.v * 4, a.softmax ? "softmax" : "workspace logits"),
+          Region(g, rows * a.v * e, "workspace G")};
+      if (!a.softmax) {
+        regions.push_back(Region(a.logits_max, a.bt * 4, "logits_max"));
+        regions.push_back(Region(a.sum_exp_logits, a.bt * 4, "sum_exp_logits"));
+      }
+      sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions};
+      const sim::LaunchCounters counters = ICPU_RUN_KF(
+          fused_linear_cross_entropy_loss_grad, tiling.usedCores, (GM_ADDR)a.grad, (GM_ADDR)source,
+          (GM_ADDR)a.target_mask, (GM_ADDR)a.masked_target, (GM_ADDR)a.logits_max, (GM_ADDR)a.sum_exp_logits,
+          (GM_ADDR)g, (GM_ADDR)workspace, reinterpret_cast<GM_ADDR>(&tiling));
+      Accumulate(t_counters, counters);
+
+      const sim::MatView g_c{g, half_dtype, rows, a.v, a.v, false};
+      const sim::MatView g_t{g, half_dtype, a.v, rows, a.v, true};  // G_cᵀ [V, rows]
+      const sim::MatView w{a.weight, half_dtype, a.v, a.h, a.h, false};
+      auto* ig = static_cast<uint8_t*>(a.input_grad) + r0 * a.h * e;
+      sim::HostMatmul(g_c, w, ig, half_dtype, a.h, nullptr, t_counters);
+      const bool last = chunk + 1 == t.chunks;
+      const float* acc_in = chunk == 0 ? nullptr : acc;
+      if (last) {
+        sim::HostMatmul(g_t, x_c, a.weight_grad, half_dtype, a.h, acc_in, t_counters);
+      } else {
+        sim::HostMatmul(g_t, x_c, acc, sim::MatDtype::F32, a.h, acc_in, t_counters);
+      }
+    }
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,64 @@
+// The host tiling functions exposed to the Python tests (tests/test_ascendc_tiling.py),
+// with the platform facts as arguments so the tests can vary UB size and core count.
+#include <cstring>
+
+#include "../../batch_norm_reduce_backward/op_host/batch_norm_reduce_backward_tiling.h"
+#include "../../fused_linear_cross_entropy_loss_grad/op_host/fused_linear_cross_entropy_loss_grad_tiling.h"
+
+namespace akn = ascend_ops_kernels;
+
+extern "C" {
+
+struct AsimBnTiling {
+  BatchNormReduceBackwardTilingData data;
+  uint64_t tiling_key;
+  uint32_t block_dim;
+  uint64_t workspace_bytes;
+  uint32_t ub_bytes_per_element;
+  uint32_t fixed_ub_bytes;
+  char error[128];
+};
+
+void asim_batch_norm_reduce_backward_tiling(uint64_t n, uint64_t c, uint64_t s, uint32_t dtype, int out_half,
+                                            const akn::PlatformFacts* platform, AsimBnTiling* out) {
+  const auto t = akn::TileBatchNormReduceBackward(
+      akn::BatchNormReduceBackwardShape{n, c, s, dtype, out_half != 0, true, true, true}, *platform);
+  out->data = t.data;
+  out->tiling_key = t.tilingKey;
+  out->block_dim = t.blockDim;
+  out->workspace_bytes = t.workspaceBytes;
+  out->ub_bytes_per_element = akn::BnUbBytesPerElement(dtype, t.data.channelsPerTile > 1);
+  out->fixed_ub_bytes = akn::BnFixedUbBytes();
+  std::strncpy(out->error, t.error.c_str(), sizeof(out->error) - 1);
+  out->error[sizeof(out->error) - 1] = '\0';
+}
+
+struct AsimFlceTiling {
+  uint64_t chunk_rows, chunks, logits_offset, g_offset, weight_grad_acc_offset, workspace_bytes, tiling_key;
+  FusedLinearCrossEntropyLossGradTilingData first_chunk;
+  FusedLinearCrossEntropyLossGradTilingData last_chunk;
+  char error[128];
+};
+
+void asim_fused_linear_cross_entropy_loss_grad_tiling(uint64_t bt, uint64_t h, uint64_t v, uint32_t dtype,
+                                                      uint32_t mode, int mask_packed, int target64,
+                                                      uint64_t budget, const akn::PlatformFacts* platform,
+                                                      AsimFlceTiling* out) {
+  const akn::FusedLinearCrossEntropyLossGradShape shape{bt, h, v, dtype, mode, mask_packed != 0, target64 != 0, budget};
+  const auto t = akn::TileFusedLinearCrossEntropyLossGrad(shape, *platform);
+  *out = AsimFlceTiling{};
+  out->chunk_rows = t.chunkRows;
+  out->chunks = t.chunks;
+  out->logits_offset = t.logitsOffset;
+  out->g_offset = t.gOffset;
+  out->weight_grad_acc_offset = t.weightGradAccOffset;
+  out->workspace_bytes = t.workspaceBytes;
+  out->tiling_key = t.tilingKey;
+  if (t.error.empty() && t.chunks > 0) {
+    out->first_chunk = akn::TileFlceChunk(shape, t, 0, *platform);
+    out->last_chunk = akn::TileFlceChunk(shape, t, t.chunks - 1, *platform);
+  }
+  std::strncpy(out->error, t.error.c_str(), sizeof(out->error) - 1);
+}
+
+}  // extern "C"

@@ -1,0 +1,360 @@
+// GlobalTensor, LocalTensor, TPipe, TQue and TBuf with the official signatures, and the
+// bookkeeping that makes misuse an error: every queue buffer has an owner (the pipe that
+// may touch it: MTE2 fills VECIN, V computes, MTE3 drains VECOUT) that only
+// AllocTensor / EnQue / DeQue / FreeTensor change.
+#pragma once
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "sim_dtypes.h"
+#include "sim_runtime.h"
+
+#define __aicore__
+#define __global__
+#define __gm__
+#define GM_ADDR uint8_t*
+
+namespace AscendC {
+
+enum class TPosition : uint8_t { GM, VECIN, VECOUT, VECCALC, A1, B1, A2, B2, CO1, CO2 };
+using QuePosition = TPosition;
+
+}  // namespace AscendC
+
+namespace sim {
+
+enum class Owner : uint8_t { None, Mte2, Vector, Mte3, Freed };
+
+inline const char* OwnerName(Owner o) {
+  switch (o) {
+    case Owner::None: return "no pipe (enqueued)";
+    case Owner::Mte2: return "MTE2 (allocated, not yet EnQue'd/DeQue'd)";
+    case Owner::Vector: return "the vector pipe";
+    case Owner::Mte3: return "MTE3 (DeQue'd for copy-out)";
+    case Owner::Freed: return "nobody (freed by FreeTensor)";
+  }
+  return "?";
+}
+
+// One buffer of a TQue. `generation` changes on every AllocTensor, so a LocalTensor kept
+// after FreeTensor is recognised as stale even when the buffer is allocated again.
+struct QueSlot {
+  uint64_t offset = 0;  // in UB
+  uint32_t bytes = 0;
+  uint64_t generation = 0;
+  Owner owner = Owner::Freed;
+  bool in_queue = false;
+};
+
+enum class Access : uint8_t { Read, Write };
+
+}  // namespace sim
+
+namespace AscendC {
+
+template <typename T>
+class LocalTensor {
+ public:
+  LocalTensor() = default;
+
+  // Element access from the scalar unit.
+  T GetValue(uint32_t index) const {
+    Check(index, 1, sim::Owner::Vector, sim::Access::Read, "LocalTensor::GetValue");
+    return data_[index];
+  }
+  void SetValue(uint32_t index, T value) const {
+    Check(index, 1, sim::Owner::Vector, sim::Access::Write, "LocalTensor::SetValue");
+    data_[index] = value;
+  }
+  LocalTensor operator[](uint32_t offset) const {
+    if (offset > size_) {
+      sim::CallScope scope("LocalTensor::operator[]");
+      sim::Fail("offset " + std::to_string(offset) + " beyond the tensor's " + std::to_string(size_) + " elements");
+    }
+    LocalTensor t = *this;
+    t.data_ += offset;
+    t.size_ -= offset;
+    return t;
+  }
+  uint32_t GetSize() const { return size_; }
+  uint64_t GetPhyAddr() const { return reinterpret_cast<uint64_t>(data_); }
+  template <typename U>
+  LocalTensor<U> ReinterpretCast() const {
+    LocalTensor<U> t;
+    t.data_ = reinterpret_cast<U*>(data_);
+    t.size_ = static_cast<uint32_t>(uint64_t(size_) * sizeof(T) / sizeof(U));
+    t.slot_ = slot_;
+    t.generation_ = generation_;
+    t.pos_ = pos_;
+    return t;
+  }
+
+  // --- simulator internals (not AscendC API) ---
+  // Checks that [index, index + count) lies in the tensor and that `pipe` may access it.
+  void Check(uint64_t index, uint64_t count, sim::Owner pipe, sim::Access access, const char* call) const {
+    sim::CallScope scope(call);
+    if (data_ == nullptr) sim::Fail("LocalTensor used before it was allocated");
+    if (index + count > size_) {
+      std::ostringstream s;
+      s << "elements [" << index << ", " << index + count << ") exceed the operand's " << size_
+        << " elements";
+      sim::Fail(s.str());
+    }
+    if (slot_ == nullptr) return;  // TBuf memory: owned by the vector pipe throughout
+    if (slot_->generation != generation_ || slot_->owner == sim::Owner::Freed)
+      sim::Fail("LocalTensor accessed after FreeTensor");
+    if (slot_->in_queue) sim::Fail("LocalTensor accessed while enqueued (call DeQue first)");
+    if (slot_->owner != pipe) {
+      const char* verb = access == sim::Access::Read ? "read" : "written";
+      std::string hint = pos_ == TPosition::VECIN && pipe == sim::Owner::Vector
+                             ? " (read before EnQue/DeQue)"
+                         : pos_ == TPosition::VECOUT && pipe == sim::Owner::Mte3
+                             ? " (copied out before EnQue/DeQue)"
+                             : "";
+      sim::Fail(std::string("LocalTensor ") + verb + " by " +
+                (pipe == sim::Owner::Vector ? "the vector pipe" : pipe == sim::Owner::Mte2 ? "MTE2" : "MTE3") +
+                " while owned by " + sim::OwnerName(slot_->owner) + hint);
+    }
+  }
+  T* Raw() const { return data_; }
+  TPosition Position() const { return pos_; }
+  sim::QueSlot* Slot() const { return slot_; }
+  uint64_t Generation() const { return generation_; }
+  static LocalTensor Make(T* data, uint32_t size, sim::QueSlot* slot, uint64_t gen, TPosition pos) {
+    LocalTensor t;
+    t.data_ = data; t.size_ = size; t.slot_ = slot; t.generation_ = gen; t.pos_ = pos;
+    return t;
+  }
+
+ private:
+  template <typename U> friend class LocalTensor;
+  T* data_ = nullptr;
+  uint32_t size_ = 0;
+  sim::QueSlot* slot_ = nullptr;
+  uint64_t generation_ = 0;
+  TPosition pos_ = TPosition::VECCALC;
+};
+
+template <typename T>
+class GlobalTensor {
+ public:
+  GlobalTensor() = default;
+  void SetGlobalBuffer(__gm__ T* buffer, uint64_t bufferSize = 0) {
+    sim::CallScope scope("GlobalTensor::SetGlobalBuffer");
+    auto* p = reinterpret_cast<const uint8_t*>(buffer);
+    const uint8_t* region_end = sim::CheckGm(p, bufferSize * sizeof(T), "SetGlobalBuffer");
+    data_ = buffer;
+    size_ = bufferSize != 0 ? bufferSize : static_cast<uint64_t>(region_end - p) / sizeof(T);
+  }
+  GlobalTensor operator[](uint64_t offset) const {
+    if (offset > size_) {
+      sim::CallScope scope("GlobalTensor::operator[]");
+      sim::Fail("offset " + std::to_string(offset) + " beyond the GlobalTensor's " + std::to_string(size_) + " elements");
+    }
+    GlobalTensor t = *this;
+    t.data_ += offset;
+    t.size_ -= offset;
+    return t;
+  }
+  T GetValue(uint64_t index) const {
+    Check(index, 1, "GlobalTensor::GetValue");
+    sim::Ctx().counters.gm_read_bytes += sim::GmSectorBytes(data_ + index, sizeof(T));
+    return data_[index];
+  }
+  void SetValue(uint64_t index, const T& value) {
+    Check(index, 1, "GlobalTensor::SetValue");
+    sim::Ctx().counters.gm_write_bytes += sim::GmSectorBytes(data_ + index, sizeof(T));
+    data_[index] = value;
+  }
+  uint64_t GetSize() const { return size_; }
+  __gm__ T* GetPhyAddr() const { return data_; }
+
+  // --- simulator internals ---
+  // Checks [index, index + count) against this tensor's size and the launch's GM regions.
+  void Check(uint64_t index, uint64_t count, const char* call) const {
+    sim::CallScope scope(call);
+    if (data_ == nullptr) sim::Fail("GlobalTensor used before SetGlobalBuffer");
+    if (index + count > size_) {
+      std::ostringstream s;
+      s << "GM elements [" << index << ", " << index + count << ") exceed the GlobalTensor's " << size_
+        << " elements";
+      sim::Fail(s.str());
+    }
+    sim::CheckGm(data_ + index, count * sizeof(T), "GM access");
+  }
+  T* Raw() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+class TPipe;
+
+// A queue of `depth` in-flight tensors over the buffers InitBuffer gave it.
+template <TPosition pos, int32_t depth>
+class TQue {
+ public:
+  TQue() = default;
+  TQue(const TQue&) = delete;
+  ~TQue() {
+    if (!sim::InKernel()) return;
+    int outstanding = 0;
+    for (const auto& s : slots_) outstanding += s.owner != sim::Owner::Freed;
+    if (outstanding) {
+      sim::CallScope scope("kernel end");
+      sim::Defer(std::string("unbalanced AllocTensor/FreeTensor: a ") + PositionName() + " queue ends with " +
+                 std::to_string(outstanding) + " tensor(s) not freed");
+    }
+  }
+
+  template <typename T>
+  LocalTensor<T> AllocTensor() {
+    sim::CallScope scope("TQue::AllocTensor");
+    if (slots_.empty()) sim::Fail("queue has no buffers: call TPipe::InitBuffer first");
+    for (auto& s : slots_) {
+      if (s.owner == sim::Owner::Freed) {
+        ++s.generation;
+        s.owner = pos == TPosition::VECIN ? sim::Owner::Mte2 : sim::Owner::Vector;
+        s.in_queue = false;
+        auto* data = reinterpret_cast<T*>(sim::Ctx().ub.data() + s.offset);
+        return LocalTensor<T>::Make(data, s.bytes / sizeof(T), &s, s.generation, pos);
+      }
+    }
+    sim::Fail(std::string("queue used beyond its depth: all ") + std::to_string(slots_.size()) + " buffers of the " +
+              PositionName() + " queue are allocated (FreeTensor one first)");
+  }
+
+  template <typename T>
+  bool EnQue(const LocalTensor<T>& tensor) {
+    sim::CallScope scope("TQue::EnQue");
+    sim::QueSlot* s = Own(tensor);
+    if (s->in_queue) sim::Fail("tensor EnQue'd twice");
+    if (static_cast<int32_t>(fifo_.size()) >= depth)
+      sim::Fail("queue used beyond its depth " + std::to_string(depth) + ": EnQue on a full queue");
+    s->in_queue = true;
+    s->owner = sim::Owner::None;
+    fifo_.push_back(s);
+    return true;
+  }
+
+  template <typename T>
+  LocalTensor<T> DeQue() {
+    sim::CallScope scope("TQue::DeQue");
+    if (fifo_.empty()) sim::Fail("DeQue on an empty queue (nothing was EnQue'd)");
+    sim::QueSlot* s = fifo_.front();
+    fifo_.erase(fifo_.begin());
+    s->in_queue = false;
+    s->owner = pos == TPosition::VECIN ? sim::Owner::Vector : sim::Owner::Mte3;
+    auto* data = reinterpret_cast<T*>(sim::Ctx().ub.data() + s->offset);
+    return LocalTensor<T>::Make(data, s->bytes / sizeof(T), s, s->generation, pos);
+  }
+
+  template <typename T>
+  void FreeTensor(LocalTensor<T>& tensor) {
+    sim::CallScope scope("TQue::FreeTensor");
+    sim::QueSlot* s = Own(tensor);
+    if (s->in_queue) sim::Fail("FreeTensor on a tensor still enqueued");
+    s->owner = sim::Owner::Freed;
+  }
+
+  // --- simulator internals ---
+  void Init(uint8_t num, uint32_t len, uint64_t first_offset, uint32_t aligned_len) {
+    slots_.assign(num, sim::QueSlot{});
+    for (uint8_t i = 0; i < num; ++i) {
+      slots_[i].offset = first_offset + uint64_t(i) * aligned_len;
+      slots_[i].bytes = len;
+    }
+  }
+  bool Initialised() const { return !slots_.empty(); }
+
+ private:
+  static const char* PositionName() {
+    return pos == TPosition::VECIN ? "VECIN" : pos == TPosition::VECOUT ? "VECOUT" : "VECCALC";
+  }
+  template <typename T>
+  sim::QueSlot* Own(const LocalTensor<T>& t) {
+    sim::QueSlot* s = t.Slot();
+    bool mine = false;
+    for (auto& own : slots_) mine |= (&own == s);
+    if (!mine) sim::Fail("tensor does not belong to this queue");
+    if (s->generation != t.Generation() || s->owner == sim::Owner::Freed)
+      sim::Fail("tensor was already freed (FreeTensor twice or a stale LocalTensor)");
+    return s;
+  }
+  std::vector<sim::QueSlot> slots_;
+  std::vector<sim::QueSlot*> fifo_;
+};
+
+// Scratch memory for the vector pipe (no queue discipline, no ownership checks).
+template <TPosition pos = TPosition::VECCALC>
+class TBuf {
+ public:
+  template <typename T>
+  LocalTensor<T> Get() const { return Get<T>(bytes_ / sizeof(T)); }
+  template <typename T>
+  LocalTensor<T> Get(uint32_t len) const {
+    sim::CallScope scope("TBuf::Get");
+    if (bytes_ == 0) sim::Fail("TBuf has no memory: call TPipe::InitBuffer first");
+    if (uint64_t(len) * sizeof(T) > bytes_)
+      sim::Fail("TBuf::Get of " + std::to_string(len) + " elements exceeds its " + std::to_string(bytes_) + " bytes");
+    auto* data = reinterpret_cast<T*>(sim::Ctx().ub.data() + offset_);
+    return LocalTensor<T>::Make(data, len, nullptr, 0, pos);
+  }
+  void Init(uint64_t offset, uint32_t bytes) { offset_ = offset; bytes_ = bytes; }
+
+ private:
+  uint64_t offset_ = 0;
+  uint32_t bytes_ = 0;
+};
+
+// Hands out UB: every buffer is rounded up to 32 bytes, and the total may not exceed the
+// core's UB.
+class TPipe {
+ public:
+  TPipe() = default;
+  TPipe(const TPipe&) = delete;
+
+  template <TPosition pos, int32_t depth>
+  bool InitBuffer(TQue<pos, depth>& que, uint8_t num, uint32_t len) {
+    sim::CallScope scope("TPipe::InitBuffer");
+    if (que.Initialised()) sim::Fail("queue initialised twice");
+    if (num == 0 || len == 0) sim::Fail("InitBuffer needs num >= 1 and len >= 1");
+    const uint32_t aligned = Align(len);
+    que.Init(num, len, Take(uint64_t(num) * aligned), aligned);
+    return true;
+  }
+  template <TPosition pos>
+  bool InitBuffer(TBuf<pos>& buf, uint32_t len) {
+    sim::CallScope scope("TPipe::InitBuffer");
+    if (len == 0) sim::Fail("InitBuffer needs len >= 1");
+    buf.Init(Take(Align(len)), len);
+    return true;
+  }
+
+ private:
+  static uint32_t Align(uint32_t len) {
+    const uint32_t b = sim::Ctx().launch->soc->block_bytes;
+    return (len + b - 1) / b * b;
+  }
+  uint64_t Take(uint64_t bytes) {
+    sim::BlockContext& c = sim::Ctx();
+    const uint64_t capacity = c.launch->soc->ub_bytes;
+    if (c.ub_used + bytes > capacity) {
+      std::ostringstream s;
+      s << "UB overflow: " << c.ub_used << " bytes in use + " << bytes << " requested > " << capacity
+        << " bytes of UB on " << c.launch->soc->name;
+      sim::Fail(s.str());
+    }
+    const uint64_t offset = c.ub_used;
+    c.ub_used += bytes;
+    c.counters.ub_high_water = std::max(c.counters.ub_high_water, c.ub_used);
+    return offset;
+  }
+};
+
+}  // namespace AscendC

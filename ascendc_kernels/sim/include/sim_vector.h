@@ -1,0 +1,147 @@
+// The vector instructions the kernels use. Every operand is checked: 32-byte aligned UB
+// address, `count` within its size, owned by the vector pipe. Arithmetic on half and
+// bfloat16_t is done in float and rounded once per instruction, like the hardware's
+// per-element IEEE operations.
+#pragma once
+
+#include <cmath>
+#include <initializer_list>
+#include <type_traits>
+
+#include "sim_copy.h"
+
+namespace sim {
+
+template <typename T>
+void CountVector(int64_t count) {
+  BlockCounters& c = Ctx().counters;
+  c.vector_instructions += 1;
+  const uint32_t per_repeat = Ctx().launch->soc->repeat_bytes / sizeof(T);
+  c.vector_repeats += (count + per_repeat - 1) / per_repeat;
+}
+
+inline void CheckCount(int64_t count) {
+  if (count <= 0) Fail("count must be positive, got " + std::to_string(count));
+}
+
+template <typename T>
+void Operand(const AscendC::LocalTensor<T>& t, int64_t count, Access access, const char* what) {
+  CheckUbAligned(t, what);
+  t.Check(0, count, Owner::Vector, access, Ctx().call);
+}
+
+template <typename T>
+float Widen(T v) { return static_cast<float>(v); }
+
+template <typename T, typename F>
+void Binary(const char* call, const AscendC::LocalTensor<T>& dst, const AscendC::LocalTensor<T>& a,
+            const AscendC::LocalTensor<T>& b, int32_t count, F f) {
+  CallScope scope(call);
+  CheckCount(count);
+  Operand(a, count, Access::Read, "src0");
+  Operand(b, count, Access::Read, "src1");
+  Operand(dst, count, Access::Write, "dst");
+  T* d = dst.Raw(); const T* x = a.Raw(); const T* y = b.Raw();
+  for (int32_t i = 0; i < count; ++i) d[i] = T(f(Widen(x[i]), Widen(y[i])));
+  CountVector<T>(count);
+}
+
+template <typename T, typename F>
+void Unary(const char* call, const AscendC::LocalTensor<T>& dst, const AscendC::LocalTensor<T>& a, int32_t count, F f) {
+  CallScope scope(call);
+  CheckCount(count);
+  Operand(a, count, Access::Read, "src");
+  Operand(dst, count, Access::Write, "dst");
+  T* d = dst.Raw(); const T* x = a.Raw();
+  for (int32_t i = 0; i < count; ++i) d[i] = T(f(Widen(x[i])));
+  CountVector<T>(count);
+}
+
+}  // namespace sim
+
+namespace AscendC {
+
+template <typename T>
+void Add(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count) {
+  sim::Binary("Add", dst, src0, src1, count, [](float x, float y) { return x + y; });
+}
+template <typename T>
+void Sub(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count) {
+  sim::Binary("Sub", dst, src0, src1, count, [](float x, float y) { return x - y; });
+}
+template <typename T>
+void Mul(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count) {
+  sim::Binary("Mul", dst, src0, src1, count, [](float x, float y) { return x * y; });
+}
+template <typename T, typename U>
+void Adds(const LocalTensor<T>& dst, const LocalTensor<T>& src, const U& scalarValue, const int32_t& count) {
+  const float s = static_cast<float>(static_cast<T>(scalarValue));
+  sim::Unary("Adds", dst, src, count, [s](float x) { return x + s; });
+}
+template <typename T, typename U>
+void Muls(const LocalTensor<T>& dst, const LocalTensor<T>& src, const U& scalarValue, const int32_t& count) {
+  const float s = static_cast<float>(static_cast<T>(scalarValue));
+  sim::Unary("Muls", dst, src, count, [s](float x) { return x * s; });
+}
+template <typename T>
+void Exp(const LocalTensor<T>& dst, const LocalTensor<T>& src, const int32_t& count) {
+  sim::Unary("Exp", dst, src, count, [](float x) { return std::exp(x); });
+}
+
+template <typename T>
+void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, const int32_t& count) {
+  sim::CallScope scope("Duplicate");
+  sim::CheckCount(count);
+  sim::Operand(dst, count, sim::Access::Write, "dst");
+  for (int32_t i = 0; i < count; ++i) dst.Raw()[i] = scalarValue;
+  sim::CountVector<T>(count);
+}
+
+template <typename T, typename U>
+void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const RoundMode& round_mode, const uint32_t count) {
+  sim::CallScope scope("Cast");
+  sim::CheckCount(count);
+  sim::Operand(src, count, sim::Access::Read, "src");
+  sim::Operand(dst, count, sim::Access::Write, "dst");
+  constexpr bool narrowing = sizeof(T) < sizeof(U);
+  if (narrowing && round_mode == RoundMode::CAST_NONE && std::is_same<T, bfloat16_t>::value)
+    sim::Fail("Cast float -> bfloat16_t needs an explicit round mode (CAST_NONE is not supported)");
+  if (!narrowing && round_mode != RoundMode::CAST_NONE)
+    sim::Fail("a widening Cast is exact: use CAST_NONE");
+  for (uint32_t i = 0; i < count; ++i) {
+    const float x = static_cast<float>(src.Raw()[i]);
+    if constexpr (std::is_same<T, half>::value || std::is_same<T, bfloat16_t>::value)
+      dst.Raw()[i] = sim::RoundTo<T>(x, round_mode);
+    else
+      dst.Raw()[i] = static_cast<T>(x);
+  }
+  sim::CountVector<typename std::conditional<(sizeof(T) > sizeof(U)), T, U>::type>(count);
+}
+
+// A2/A3 "first n elements" form: a binary tree within each 256-byte repeat, the repeats'
+// results added in order.
+template <typename T, bool isSetMask = true>
+void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& sharedTmpBuffer,
+               const int32_t count) {
+  sim::CallScope scope("ReduceSum");
+  sim::CheckCount(count);
+  const int32_t per_repeat = sim::Ctx().launch->soc->repeat_bytes / sizeof(T);
+  const int32_t repeats = (count + per_repeat - 1) / per_repeat;
+  sim::Operand(src, count, sim::Access::Read, "src");
+  sim::Operand(sharedTmpBuffer, repeats, sim::Access::Write, "sharedTmpBuffer");
+  dst.Check(0, 1, sim::Owner::Vector, sim::Access::Write, "ReduceSum");
+  float total = 0.0f;
+  float lanes[128];
+  for (int32_t r = 0; r < repeats; ++r) {
+    const int32_t n = std::min(per_repeat, count - r * per_repeat);
+    for (int32_t i = 0; i < per_repeat; ++i) lanes[i] = i < n ? static_cast<float>(src.Raw()[r * per_repeat + i]) : 0.0f;
+    for (int32_t width = per_repeat / 2; width >= 1; width /= 2)
+      for (int32_t i = 0; i < width; ++i) lanes[i] = static_cast<float>(T(lanes[2 * i] + lanes[2 * i + 1]));
+    sharedTmpBuffer.Raw()[r] = T(lanes[0]);
+    total = static_cast<float>(T(total + lanes[0]));
+  }
+  dst.Raw()[0] = T(total);
+  sim::CountVector<T>(count);
+}
+
+}  // namespace AscendC

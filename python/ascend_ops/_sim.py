@@ -1,0 +1,183 @@
+"""impl="sim": the Ascend C kernels (ascendc_kernels/) run on the project's CPU simulator.
+
+`ascend_ops._ascendc_sim` is a plain C++ library built by setup.py from the kernels, their
+host tiling and the simulator (ascendc_kernels/sim); it is loaded with ctypes. Each op
+runs like its aclnn two-phase API: ask for the workspace size, allocate it, run. Any
+simulator rule a kernel breaks raises `SimulatorError` naming the kernel, block and call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.machinery
+import math
+import pathlib
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["SimulatorError", "Counters", "load_error", "last_counters",
+           "batch_norm_reduce_backward", "fused_linear_cross_entropy_loss_grad"]
+
+
+class SimulatorError(RuntimeError):
+    """A kernel broke a simulator rule, or the host tiling rejected the shape."""
+
+
+def _load(here: pathlib.Path) -> tuple[ctypes.CDLL | None, str | None]:
+    """The simulator library in directory `here`, or the reason it cannot be used."""
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = here / f"_ascendc_sim{suffix}"
+        if path.exists():
+            try:
+                return ctypes.CDLL(str(path)), None
+            except OSError as error:
+                return None, f"ascend_ops._ascendc_sim failed to load: {error}"
+    return None, ("ascend_ops._ascendc_sim is not built: the package build compiles it from "
+                  "ascendc_kernels/ with the C++ compiler (rebuild with g++ available)")
+
+
+_lib, load_error = _load(pathlib.Path(__file__).resolve().parent)
+
+_u64, _u32, _int, _vp = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p
+
+
+class _Counters(ctypes.Structure):
+    _fields_ = [(name, _u64) for name in (
+        "gm_read_bytes", "gm_write_bytes", "ub_high_water", "vector_instructions", "vector_repeats",
+        "max_block_vector_repeats", "cube_flops", "block_dim", "launches")]
+
+
+class _FlceArgs(ctypes.Structure):
+    _fields_ = [("grad", _vp), ("input", _vp), ("weight", _vp), ("target_mask", _vp), ("mask_bytes", _u64),
+                ("masked_target", _vp), ("logits_max", _vp), ("sum_exp_logits", _vp), ("softmax", _vp),
+                ("input_grad", _vp), ("weight_grad", _vp), ("bt", _u64), ("h", _u64), ("v", _u64),
+                ("dtype", _u32), ("mask_packed", _int), ("target64", _int), ("workspace_budget", _u64),
+                ("vector_cores", _u32)]
+
+
+if _lib is not None:
+    _lib.asim_last_error.restype = ctypes.c_char_p
+    _lib.asim_last_counters.argtypes = [ctypes.POINTER(_Counters)]
+    _lib.asim_batch_norm_reduce_backward_workspace_size.argtypes = [
+        _u64, _u64, _u64, _u32, _int, _int, _int, _int, _u32, ctypes.POINTER(_u64)]
+    _lib.asim_batch_norm_reduce_backward.argtypes = [
+        _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _u64, _u64, _u64, _u64, _u32, _int, _int, _int, _int, _u32]
+    _lib.asim_fused_linear_cross_entropy_loss_grad_workspace_size.argtypes = [
+        ctypes.POINTER(_FlceArgs), ctypes.POINTER(_u64), ctypes.POINTER(_u64)]
+    _lib.asim_fused_linear_cross_entropy_loss_grad.argtypes = [ctypes.POINTER(_FlceArgs), _vp, _u64]
+    _lib.asim_run_selftest_kernel.argtypes = [ctypes.c_int32, _u32, _vp, _vp, ctypes.c_char_p, _u64]
+    _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
+    _lib.asim_batch_norm_reduce_backward_tiling.restype = None
+    _lib.asim_fused_linear_cross_entropy_loss_grad_tiling.restype = None
+
+_DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
+
+
+@dataclass(frozen=True)
+class Counters:
+    """What the last operator call cost on the simulator (all its launches and GEMMs)."""
+
+    gm_read_bytes: int
+    gm_write_bytes: int
+    ub_high_water: int  # bytes, the largest over blocks and launches
+    vector_instructions: int
+    vector_repeats: int  # 256-byte vector repeats, all blocks
+    max_block_vector_repeats: int  # the busiest block's repeats, summed over launches
+    cube_flops: int
+    block_dim: int
+    launches: int
+
+
+def library() -> ctypes.CDLL:
+    if _lib is None:
+        raise RuntimeError(load_error)
+    return _lib
+
+
+def _check(status: int) -> None:
+    if status != 0:
+        raise SimulatorError(library().asim_last_error().decode())
+
+
+def last_counters() -> Counters:
+    raw = _Counters()
+    library().asim_last_counters(ctypes.byref(raw))
+    return Counters(*(getattr(raw, name) for name, _ in _Counters._fields_))
+
+
+def _ptr(t: torch.Tensor | None) -> int | None:
+    return None if t is None else t.data_ptr()
+
+
+def batch_norm_reduce_backward(grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g,
+                               *, vector_cores: int = 0):
+    """SPEC §2 on the simulator; the caller has validated the arguments."""
+    del weight  # does not enter the math
+    from .reference import batch_norm_reduce_output_dtype
+    lib = library()
+    n, c = input.shape[0], input.shape[1]
+    s = math.prod(input.shape[2:])
+    out_dtype = batch_norm_reduce_output_dtype(input.dtype, mean.dtype)
+    grad_out, input = grad_out.contiguous(), input.contiguous()
+    # The host side hands the kernel fp32 statistics (a C-element cast).
+    mean32, invstd32 = mean.float().contiguous(), invstd.float().contiguous()
+    wanted = (input_g, input_g, weight_g, bias_g)
+    outs = [torch.empty(c, dtype=out_dtype) if want else None for want in wanted]
+    shape = (n, c, s, _DTYPE_CODE[input.dtype], out_dtype == torch.float16,
+             bool(input_g), bool(weight_g), bool(bias_g))
+    workspace_bytes = _u64()
+    _check(lib.asim_batch_norm_reduce_backward_workspace_size(*shape, vector_cores, ctypes.byref(workspace_bytes)))
+    workspace = torch.empty(max(workspace_bytes.value, 1), dtype=torch.uint8)
+    _check(lib.asim_batch_norm_reduce_backward(
+        _ptr(grad_out), _ptr(input), _ptr(mean32), _ptr(invstd32), *(_ptr(o) for o in outs),
+        _ptr(workspace), workspace_bytes.value, *shape, vector_cores))
+    return tuple(outs)
+
+
+def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, masked_target, label_smoothing=0.0,
+                                         logits_max=None, sum_exp_logits=None, softmax=None,
+                                         *, workspace_budget: int = 0, vector_cores: int = 0):
+    """SPEC §1 on the simulator; the caller has validated the arguments."""
+    del label_smoothing  # validated to be 0.0
+    lib = library()
+    bt, h = input.shape
+    v = weight.shape[0]
+    contiguous = [None if t is None else t.contiguous() for t in
+                  (grad, input, weight, target_mask, masked_target, logits_max, sum_exp_logits, softmax)]
+    grad, input, weight, target_mask, masked_target, logits_max, sum_exp_logits, softmax = contiguous
+    input_grad = torch.empty(bt, h, dtype=input.dtype)
+    weight_grad = torch.empty(v, h, dtype=input.dtype)
+    args = _FlceArgs(
+        _ptr(grad), _ptr(input), _ptr(weight), _ptr(target_mask), target_mask.numel(), _ptr(masked_target),
+        _ptr(logits_max), _ptr(sum_exp_logits), _ptr(softmax), _ptr(input_grad), _ptr(weight_grad),
+        bt, h, v, _DTYPE_CODE[input.dtype], target_mask.dtype == torch.uint8,
+        masked_target.dtype == torch.int64, workspace_budget, vector_cores)
+    workspace_bytes, chunks = _u64(), _u64()
+    _check(lib.asim_fused_linear_cross_entropy_loss_grad_workspace_size(
+        ctypes.byref(args), ctypes.byref(workspace_bytes), ctypes.byref(chunks)))
+    workspace = torch.empty(max(workspace_bytes.value, 1), dtype=torch.uint8)
+    _check(lib.asim_fused_linear_cross_entropy_loss_grad(ctypes.byref(args), _ptr(workspace), workspace_bytes.value))
+    return input_grad, weight_grad
+
+
+def run_selftest_kernel(bug: int, blocks: int = 2) -> tuple[str | None, torch.Tensor]:
+    """Runs the simulator's self-test kernel (y = 2·x) with one injected bug; returns the
+    simulator's error message (None when it ran clean) and y."""
+    x = torch.arange(blocks * 64, dtype=torch.float32)
+    y = torch.zeros_like(x)
+    message = ctypes.create_string_buffer(4096)
+    status = library().asim_run_selftest_kernel(bug, blocks, _ptr(x), _ptr(y), message, len(message))
+    return (message.value.decode() if status else None), y
+
+
+def run_selftest_syncall(blocks: int, skip_last: bool = False) -> tuple[str | None, torch.Tensor]:
+    """Each block writes its slot, SyncAll, reads its neighbour's; with skip_last the last
+    block returns before SyncAll. Returns the simulator's error (None if clean) and what
+    each block saw."""
+    slots = torch.zeros(blocks, dtype=torch.int32)
+    seen = torch.zeros(blocks, dtype=torch.int32)
+    message = ctypes.create_string_buffer(4096)
+    status = library().asim_run_selftest_syncall(blocks, _ptr(slots), _ptr(seen), int(skip_last), message,
+                                                 len(message))
+    return (message.value.decode() if status else None), seen

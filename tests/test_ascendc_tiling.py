@@ -1,0 +1,156 @@
+"""The host tiling functions of the Ascend C kernels (ascendc_kernels/*/op_host/*_tiling.h),
+called through the simulator library with chosen platform facts."""
+
+import ctypes
+
+import pytest
+
+from ascend_ops import _sim
+
+pytestmark = pytest.mark.skipif(_sim.load_error is not None, reason=str(_sim.load_error))
+
+u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+
+
+class Platform(ctypes.Structure):
+    _fields_ = [("ubBytes", u32), ("blockBytes", u32), ("repeatBytes", u32), ("vectorCores", u32), ("aiCores", u32)]
+
+
+A2 = Platform(192 * 1024, 32, 256, 48, 24)
+
+
+class BnData(ctypes.Structure):
+    _fields_ = [("n", u64), ("c", u64), ("s", u64), ("tileRows", u32), ("tileCols", u32), ("tilePitch", u32),
+                ("accElems", u32), ("channelsPerTile", u32), ("channelBlocks", u32), ("rowTiles", u64), ("colTiles", u64), ("segments", u32), ("usedCores", u32),
+                ("tasks", u64), ("stageChannels", u32), ("inputG", u32), ("weightG", u32), ("biasG", u32)]
+
+
+class BnTiling(ctypes.Structure):
+    _fields_ = [("data", BnData), ("tiling_key", u64), ("block_dim", u32), ("workspace_bytes", u64),
+                ("ub_bytes_per_element", u32), ("fixed_ub_bytes", u32), ("error", ctypes.c_char * 128)]
+
+
+class FlceData(ctypes.Structure):
+    _fields_ = [("rowBegin", u64), ("rows", u64), ("v", u64), ("srcRowStride", u64), ("tileCols", u32),
+                ("inTileBytes", u32), ("outTileBytes", u32), ("usedCores", u32), ("colTiles", u64), ("tasks", u64)]
+
+
+class FlceTiling(ctypes.Structure):
+    _fields_ = [("chunk_rows", u64), ("chunks", u64), ("logits_offset", u64), ("g_offset", u64),
+                ("weight_grad_acc_offset", u64), ("workspace_bytes", u64), ("tiling_key", u64),
+                ("first_chunk", FlceData), ("last_chunk", FlceData), ("error", ctypes.c_char * 128)]
+
+
+def bn_tiling(n, c, s, dtype=0, out_half=False, platform=A2) -> BnTiling:
+    out = BnTiling()
+    _sim.library().asim_batch_norm_reduce_backward_tiling(
+        u64(n), u64(c), u64(s), u32(dtype), ctypes.c_int(out_half), ctypes.byref(platform), ctypes.byref(out))
+    return out
+
+
+def flce_tiling(bt, h, v, dtype=1, mode=0, packed=True, target64=False, budget=0, platform=A2) -> FlceTiling:
+    out = FlceTiling()
+    _sim.library().asim_fused_linear_cross_entropy_loss_grad_tiling(
+        u64(bt), u64(h), u64(v), u32(dtype), u32(mode), ctypes.c_int(packed), ctypes.c_int(target64),
+        u64(budget), ctypes.byref(platform), ctypes.byref(out))
+    return out
+
+
+@pytest.mark.parametrize("dtype,elem", [(0, 4), (1, 2), (2, 2)])
+@pytest.mark.parametrize("ub_kib", [192, 64])
+def test_bn_tile_fills_but_fits_the_ub(dtype, elem, ub_kib):
+    platform = Platform(ub_kib * 1024, 32, 256, 48, 24)
+    t = bn_tiling(64, 8, 100_000, dtype, platform=platform)
+    d = t.data
+    used = t.fixed_ub_bytes + t.ub_bytes_per_element * d.accElems
+    assert used <= platform.ubBytes
+    assert used > 0.9 * platform.ubBytes  # a tile takes what UB gives
+    assert d.accElems % 64 == 0  # whole 256-byte repeats of fp32
+    assert d.tileRows == 1 and d.colTiles == -(-100_000 // d.tileCols)  # rows cut into column tiles
+
+
+@pytest.mark.parametrize("dtype,elem", [(0, 4), (1, 2)])
+def test_bn_long_rows_one_channel_per_tile_with_32_byte_pitch(dtype, elem):
+    t = bn_tiling(5000, 4, 333, dtype).data
+    assert t.channelsPerTile == 1 and t.tileCols == 333
+    assert (t.tilePitch * elem) % 32 == 0 and 333 <= t.tilePitch < 333 + 32 // elem
+    assert 1 < t.tileRows <= 4095  # DataCopyPad's blockCount limit
+    assert t.rowTiles == -(-5000 // t.tileRows)
+
+
+@pytest.mark.parametrize("dtype,elem", [(0, 4), (1, 2)])
+@pytest.mark.parametrize("c,s", [(600, 3), (256, 1), (5, 7), (1000, 49)])
+def test_bn_short_rows_group_channels_into_long_bursts(dtype, elem, c, s):
+    t = bn_tiling(5000, c, s, dtype).data
+    k = t.channelsPerTile
+    assert k == min(c, -(-512 // (s * elem)), 256)  # bursts of >= 512 bytes where C allows
+    assert t.tileCols == k * s and t.channelBlocks == -(-c // k) and t.colTiles == 1
+    assert t.tileRows <= 4095
+
+
+def test_bn_many_channels_one_segment_each_on_every_core():
+    t = bn_tiling(8, 1000, 490)
+    assert t.data.segments == 1 and t.data.usedCores == 48 and t.block_dim == 48
+    assert t.workspace_bytes == 0  # no cross-core reduction needed
+
+
+@pytest.mark.parametrize("c", [1, 2, 5, 47])
+def test_bn_few_channels_are_split_across_cores_through_the_workspace(c):
+    t = bn_tiling(256, c, 4096)
+    d = t.data
+    assert d.segments > 1 and d.tasks == c * d.segments and d.usedCores == min(48, d.tasks)
+    assert d.segments <= d.rowTiles * d.colTiles
+    assert t.workspace_bytes == d.segments * c * 2 * 4
+
+
+def test_bn_core_count_comes_from_the_platform():
+    t = bn_tiling(256, 3, 4096, platform=Platform(192 * 1024, 32, 256, 8, 4))
+    assert t.block_dim <= 8 and t.data.segments == 3
+
+
+def test_bn_empty_input_still_writes_every_channel():
+    t = bn_tiling(0, 6, 10)
+    d = t.data
+    assert d.rowTiles == 0 and d.segments == 1 and t.error == b""
+    assert d.tasks == d.channelBlocks and d.channelBlocks * d.channelsPerTile >= 6
+
+
+def test_bn_tiling_keys_and_rejections():
+    assert bn_tiling(2, 3, 4, 0).tiling_key == 0
+    assert bn_tiling(2, 3, 4, 2).tiling_key == 2
+    assert bn_tiling(2, 3, 4, 1, out_half=True).tiling_key == 11
+    assert b"C must be" in bn_tiling(2, 0, 4).error
+    assert b"32-bit" in bn_tiling(2, 1 << 20, 1 << 12).error
+
+
+def test_flce_chunks_follow_the_workspace_budget():
+    t = flce_tiling(1000, 64, 5000, budget=5000 * 6 * 100)  # 100 rows fit
+    assert t.chunk_rows == 100 and t.chunks == 10
+    assert t.logits_offset == 0 < t.g_offset < t.weight_grad_acc_offset < t.workspace_bytes
+    assert t.g_offset >= 100 * 5000 * 4 and t.weight_grad_acc_offset - t.g_offset >= 100 * 5000 * 2
+    assert t.workspace_bytes - t.weight_grad_acc_offset >= 5000 * 64 * 4  # fp32 accumulator
+    hp = flce_tiling(1000, 64, 5000, mode=1, budget=5000 * 6 * 100)
+    assert hp.chunk_rows == 300 and hp.g_offset == 0  # no logits buffer: softmax is read directly
+
+
+def test_flce_single_chunk_needs_no_accumulator():
+    t = flce_tiling(64, 16, 256)
+    assert t.chunks == 1 and t.workspace_bytes == t.weight_grad_acc_offset
+
+
+def test_flce_vector_tiles_and_cores():
+    t = flce_tiling(10, 8, 40_000)
+    first, last = t.first_chunk, t.last_chunk
+    assert first.tileCols == 16_256 and first.colTiles == 3 and first.tasks == 30
+    assert first.usedCores == 30 and first.inTileBytes % 32 == 0 and first.outTileBytes % 32 == 0
+    small = flce_tiling(1000, 8, 100, budget=100 * 6 * 64)  # 64 rows a chunk, 1000 = 15 x 64 + 40
+    assert small.last_chunk.rowBegin == 960 and small.last_chunk.rows == 40
+    assert small.first_chunk.usedCores == 48
+
+
+def test_flce_tiling_keys_and_rejections():
+    assert flce_tiling(4, 4, 4, dtype=1, mode=0, packed=False, target64=False).tiling_key == 0
+    assert flce_tiling(4, 4, 4, dtype=2, mode=1, packed=True, target64=True).tiling_key == 15
+    assert b"float16 or bfloat16" in flce_tiling(4, 4, 4, dtype=0).error
+    assert b"V must be" in flce_tiling(4, 4, 0).error
+    assert flce_tiling(0, 4, 4).workspace_bytes == 0
