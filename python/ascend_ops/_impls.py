@@ -6,13 +6,14 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _extension
+from . import _extension, _npu_adapter
 
 __all__ = ["ImplStatus", "available_impls", "IMPLS"]
 
 #: Every implementation this version knows, in the order "auto" prefers them.
-#: "cpu": the C++ kernel. "reference": plain torch (reference.py), the oracle.
-IMPLS = ("cpu", "reference")
+#: "cpu": the C++ kernel. "npu": the aclnn adapter through torch_npu (op_plugin/csrc/npu).
+#: "reference": plain torch (reference.py), the oracle.
+IMPLS = ("cpu", "npu", "reference")
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,11 @@ def available_impls() -> dict[str, ImplStatus]:
         # reference shares with it.
         down = ImplStatus(False, _extension.load_error)
         return {name: down for name in IMPLS}
-    return {name: ImplStatus(True) for name in IMPLS}
+    status = {name: ImplStatus(True) for name in IMPLS}
+    npu_reason = _npu_adapter.unavailable_reason()
+    if npu_reason is not None:
+        status["npu"] = ImplStatus(False, npu_reason)
+    return status
 
 
 def resolve(impl: str, device: torch.device) -> str:
@@ -41,12 +46,16 @@ def resolve(impl: str, device: torch.device) -> str:
     if impl == "auto":
         if device.type == "cpu" and status["cpu"].available:
             return "cpu"
+        if device.type in _npu_adapter.NPU_DEVICE_TYPES and status["npu"].available:
+            return "npu"
         reasons = "; ".join(f"{name}: {why_not(name, device, status[name])}" for name in IMPLS)
         raise RuntimeError(f"impl='auto': no implementation runs on {device} tensors ({reasons})")
     if not status[impl].available:
         raise RuntimeError(f"impl={impl!r} is not available: {status[impl].reason}")
     if impl == "cpu" and device.type != "cpu":
         raise ValueError(f"impl='cpu' needs CPU tensors, got tensors on {device}")
+    if impl == "npu" and device.type not in _npu_adapter.NPU_DEVICE_TYPES:
+        raise ValueError(f"impl='npu' needs NPU tensors, got tensors on {device}")
     return impl
 
 
@@ -55,4 +64,6 @@ def why_not(name: str, device: torch.device, status: ImplStatus) -> str:
         return status.reason or "unavailable"
     if name == "cpu":
         return f"needs CPU tensors, got {device}"
+    if name == "npu":
+        return f"needs NPU tensors, got {device}"
     return "never chosen by 'auto' (the oracle; ask for it with impl='reference')"
