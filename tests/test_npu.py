@@ -21,8 +21,8 @@ from test_validation import BN_BAD, FLCE_BAD, bn_base, check_message, flce_bad_i
 NPU = ascend_ops.available_impls()["npu"]
 on_npu = pytest.mark.skipif(not NPU.available, reason=f"npu unavailable: {NPU.reason}")
 
-# What CANN's built-in refuses (SPEC §1); our custom op package accepts both.
-BUILTIN_LIMITS = "CANN's built-in rejects V = weight.size(0) < 128 in high-performance mode"
+# The hint of the adapter's error when CANN's built-in refuses a shape (SPEC §1).
+BUILTIN_LIMITS = "CANN's built-in rejects V = weight.size(0) < 128"
 
 
 def to_npu(inputs: dict) -> dict:
@@ -53,8 +53,7 @@ def run_flce_or_skip_builtin_limit(case, inputs):
     except RuntimeError as error:
         # Only the documented shape limits of the built-in may refuse a valid case.
         assert BUILTIN_LIMITS in str(error), str(error)
-        limited = (case.mode == testing.HIGH_PERFORMANCE and case.v < 128) or \
-            (case.mode == testing.MEMORY_SAVING and case.h > 65535)
+        limited = case.v < 128 or (case.mode == testing.MEMORY_SAVING and case.h > 65535)
         assert limited, f"{case.name} is within the built-in's limits: {error}"
         pytest.skip(f"{case.name}: CANN's built-in refuses it (install the custom op package)")
 

@@ -15,10 +15,11 @@
 namespace ascend_ops::npu {
 namespace {
 
-// Shown when phase 1 refuses the arguments: the built-in's shape limits (SPEC §1).
+// Shown when phase 1 refuses the arguments: the built-in's shape limits (SPEC §1 names
+// V < 128 for high-performance mode; CANN's API reference states it for both modes).
 constexpr const char* kBuiltinLimits =
-    "CANN's built-in rejects V = weight.size(0) < 128 in high-performance mode (softmax "
-    "given) and H = input.size(1) > 65535 in memory-saving mode; impl='cpu' accepts both";
+    "CANN's built-in rejects V = weight.size(0) < 128 and, in memory-saving mode, "
+    "H = input.size(1) > 65535; impl='cpu' accepts both";
 
 // Bool mask [BT] (True = masked) -> bit-packed uint8 [ceil(BT/8)] on `device`. Packed
 // on the host: the validation has just copied the mask there anyway.
@@ -72,7 +73,7 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad(
   if (softmax.has_value()) {
     // High-performance mode: the op may overwrite softmax (declared `Tensor(a!)?`). A
     // non-contiguous softmax is copied, so the caller's tensor is then left intact.
-    softmax_c = softmax->is_contiguous() ? *softmax : softmax->contiguous();
+    softmax_c = softmax->contiguous();
   } else {
     max_c = contiguous(logits_max);
     sum_c = contiguous(sum_exp_logits);
