@@ -74,15 +74,21 @@ void run_aclnn(const AclnnOp& op, const char* invalid_hint, const at::Device& de
   at::Tensor workspace;
   void* workspace_addr = nullptr;
   if (workspace_size != 0) {
-    workspace = at::empty({static_cast<int64_t>(workspace_size)},
-                          at::TensorOptions().dtype(at::kByte).device(device));
+    try {
+      workspace = at::empty({static_cast<int64_t>(workspace_size)},
+                            at::TensorOptions().dtype(at::kByte).device(device));
+    } catch (...) {  // out of device memory: do not leak the converted arguments
+      ReleaseConvertTypes(converted);
+      throw;
+    }
     workspace_addr = workspace.data_ptr();
   }
   const auto execute = reinterpret_cast<OpApiFunc>(entry.execute);
   const char* name = op.name;
 
   // Phase 2, queued by torch_npu on the stream's task queue; the converted types are
-  // released there, after the launch that reads them.
+  // released there, after the launch that reads them. A failed launch throws from the
+  // lambda, as torch_npu's own EXEC_NPU_CMD does (its queue reports it to the caller).
   auto launch = [converted, workspace, workspace_addr, workspace_size, executor, stream,
                  execute, name]() -> int {
     const int ret = execute(workspace_addr, workspace_size, executor, stream);
