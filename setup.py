@@ -4,23 +4,37 @@
 op_plugin/config/ascend_ops.yaml), the shared validation and the CPU kernels.
 `ascend_ops._ascendc_sim` is the Ascend C kernels (ascendc_kernels/) built against the
 project's CPU simulator: plain C++, no torch headers, loaded with ctypes (impl="sim").
-Build it after torch is installed, without build isolation:
+`ascend_ops._npu`, the NPU adapter (op_plugin/csrc/npu), is built against torch_npu's
+headers and libtorch_npu.so when torch_npu is installed; ASCEND_OPS_NPU chooses:
+  auto (default): build it when torch_npu is installed, skip it otherwise;
+  1: build it, fail if torch_npu is not installed;  0: never build it.
+Build after torch (and torch_npu) are installed, without build isolation:
 
     pip install --no-build-isolation .
 """
 
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
 import os
 import pathlib
 import sys
 
-from setuptools import Extension, find_packages, setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+# Importing torch with torch_npu installed but without CANN's libraries fails unless the
+# device-backend autoload is off; building needs only torch_npu's headers and libraries.
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+import setuptools  # noqa: E402
+from setuptools import Extension, find_packages, setup  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "op_plugin"))
 import gen_registration  # noqa: E402  (lives beside the yaml it reads)
 
 GENERATED = ROOT / "build" / "generated" / "register_schemas.cpp"
+GENERATED_NPU = ROOT / "build" / "generated" / "npu"
 
 
 def relative(path: pathlib.Path) -> str:
@@ -54,6 +68,58 @@ extra_compile_args = ["-O3", "-fopenmp"]
 if os.environ.get("ASCEND_OPS_DEBUG") == "1":
     extra_compile_args = ["-O0", "-g", "-fopenmp"]
 
+
+def npu_extension() -> setuptools.Extension | None:
+    """The NPU adapter extension, or None when ASCEND_OPS_NPU and the environment say no.
+
+    The include and library directories are those torch_npu's NpuExtension uses (plus
+    op-plugin's headers), set here because NpuExtension imports torch_npu, and importing
+    torch_npu needs CANN's libraries, which compiling and linking do not.
+    """
+    mode = os.environ.get("ASCEND_OPS_NPU", "auto")
+    if mode not in ("auto", "0", "1"):
+        sys.exit(f"ASCEND_OPS_NPU must be auto, 0 or 1, got {mode!r}")
+    spec = importlib.util.find_spec("torch_npu") if mode != "0" else None
+    if spec is None:
+        if mode == "1":
+            sys.exit("ASCEND_OPS_NPU=1 but torch_npu is not installed: "
+                     "pip install torch-npu==2.13.0 (it pairs with torch 2.13.0)")
+        return None
+    torch_npu_dir = pathlib.Path(spec.origin).parent
+    version = gen_registration.parse_version(importlib.metadata.version("torch-npu"))
+    registration, ops = gen_registration.generate_npu(GENERATED_NPU, version)
+    if not ops:
+        sys.exit(f"torch_npu {version[0]}.{version[1]}: no operator in the op yaml declares "
+                 "an op_api range that holds it; set ASCEND_OPS_NPU=0 to build without NPU")
+    csrc = ROOT / "op_plugin" / "csrc"
+    sources = ([registration] + sorted((csrc / "npu").glob("*.cpp"))
+               + [csrc / "validation.cpp", csrc / "target_mask.cpp"])
+    include = torch_npu_dir / "include"
+    return CppExtension(
+        "ascend_ops._npu",
+        [relative(p) for p in sources],
+        include_dirs=[str(GENERATED_NPU), str(include), str(include / "third_party" / "hccl" / "inc"),
+                      str(include / "third_party" / "op-plugin")],
+        library_dirs=[str(torch_npu_dir / "lib")],
+        libraries=["torch_npu"],
+        define_macros=[("CURRENT_VERSION", gen_registration.version_macro(version)),
+                       ("ASCEND_OPS_TORCH_NPU_VERSION", f"{version[0]}.{version[1]}")],
+        extra_compile_args=[a for a in extra_compile_args if a != "-fopenmp"],
+    )
+
+
+extensions = [
+    CppExtension(
+        "ascend_ops._C",
+        native_sources(),
+        extra_compile_args=extra_compile_args,
+        extra_link_args=["-fopenmp"],
+    ),
+    simulator_extension(),
+]
+if (npu := npu_extension()) is not None:
+    extensions.append(npu)
+
 setup(
     name="ascend_ops",
     version="0.1.0",
@@ -63,15 +129,7 @@ setup(
     packages=find_packages("python"),
     python_requires=">=3.10",
     install_requires=["torch>=2.13,<2.14", "numpy"],
-    ext_modules=[
-        CppExtension(
-            "ascend_ops._C",
-            native_sources(),
-            extra_compile_args=extra_compile_args,
-            extra_link_args=["-fopenmp"],
-        ),
-        simulator_extension(),
-    ],
+    ext_modules=extensions,
     cmdclass={"build_ext": BuildExtension},
     zip_safe=False,
 )

@@ -91,8 +91,16 @@ def test_compile_fullgraph_bn_with_dynamic_shapes():
 
 def test_available_impls_reports_each_known_impl():
     status = ascend_ops.available_impls()
-    assert set(status) == {"cpu", "reference", "sim"}
-    assert all(s.available and s.reason is None for s in status.values())
+    assert set(status) == {"cpu", "npu", "reference", "sim"}
+    for name in ("cpu", "reference", "sim"):
+        assert status[name].available and status[name].reason is None
+    # Where the NPU adapter cannot run, the reason names the first thing missing.
+    npu = status["npu"]
+    assert npu.available == (npu.reason is None)
+    if not npu.available:
+        assert npu.reason.startswith(("torch_npu is not installed", "torch_npu not importable",
+                                      "the NPU adapter ascend_ops._npu was not built",
+                                      "ascend_ops._npu", "no NPU device visible")), npu.reason
 
 
 def test_unbuilt_simulator_gives_a_reason(tmp_path):

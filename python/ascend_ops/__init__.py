@@ -5,6 +5,8 @@ plain-torch reference, sharing one validation.
 
 from __future__ import annotations
 
+import sys
+
 from . import _extension, reference
 from ._impls import IMPLS, ImplStatus, available_impls
 from .masks import pack_target_mask, unpack_target_mask
@@ -26,3 +28,9 @@ if _extension.load_error is None:
     from . import _fake
 
     _fake.register()
+    if "torch_npu" in sys.modules:
+        # Registers the NPU kernels now, so direct torch.ops.ascend_ops calls on NPU
+        # tensors find them too (otherwise the first impl choice loads them).
+        from . import _npu_adapter
+
+        _npu_adapter.unavailable_reason()

@@ -6,14 +6,15 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _extension, _sim
+from . import _extension, _npu_adapter, _sim
 
 __all__ = ["ImplStatus", "available_impls", "IMPLS"]
 
 #: Every implementation this version knows, in the order "auto" prefers them.
-#: "cpu": the C++ kernel. "reference": plain torch (reference.py), the oracle.
+#: "cpu": the C++ kernel. "npu": the aclnn adapter through torch_npu (op_plugin/csrc/npu).
+#: "reference": plain torch (reference.py), the oracle.
 #: "sim": the Ascend C kernels on the project's CPU simulator (ascendc_kernels/).
-IMPLS = ("cpu", "reference", "sim")
+IMPLS = ("cpu", "npu", "reference", "sim")
 
 
 @dataclass(frozen=True)
@@ -27,13 +28,15 @@ class ImplStatus:
 def available_impls() -> dict[str, ImplStatus]:
     """For each known implementation, whether it can run here and, if not, why."""
     if _extension.load_error is not None:
-        # Both need _C: the CPU kernel lives there, and so does the validation the
-        # reference shares with it.
+        # Every implementation needs _C: the validation they all share lives there.
         down = ImplStatus(False, _extension.load_error)
         return {name: down for name in IMPLS}
     status = {name: ImplStatus(True) for name in IMPLS}
     if _sim.load_error is not None:
         status["sim"] = ImplStatus(False, _sim.load_error)
+    npu_reason = _npu_adapter.unavailable_reason()
+    if npu_reason is not None:
+        status["npu"] = ImplStatus(False, npu_reason)
     return status
 
 
@@ -45,12 +48,16 @@ def resolve(impl: str, device: torch.device) -> str:
     if impl == "auto":
         if device.type == "cpu" and status["cpu"].available:
             return "cpu"
+        if device.type in _npu_adapter.NPU_DEVICE_TYPES and status["npu"].available:
+            return "npu"
         reasons = "; ".join(f"{name}: {why_not(name, device, status[name])}" for name in IMPLS)
         raise RuntimeError(f"impl='auto': no implementation runs on {device} tensors ({reasons})")
     if not status[impl].available:
         raise RuntimeError(f"impl={impl!r} is not available: {status[impl].reason}")
     if impl in ("cpu", "sim") and device.type != "cpu":
         raise ValueError(f"impl={impl!r} needs CPU tensors, got tensors on {device}")
+    if impl == "npu" and device.type not in _npu_adapter.NPU_DEVICE_TYPES:
+        raise ValueError(f"impl='npu' needs NPU tensors, got tensors on {device}")
     return impl
 
 
@@ -61,4 +68,6 @@ def why_not(name: str, device: torch.device, status: ImplStatus) -> str:
         return f"needs CPU tensors, got {device}"
     if name == "sim":
         return "never chosen by 'auto' (a simulator for testing the Ascend C kernels; ask for impl='sim')"
+    if name == "npu":
+        return f"needs NPU tensors, got {device}"
     return "never chosen by 'auto' (the oracle; ask for it with impl='reference')"

@@ -47,7 +47,7 @@ def fused_linear_cross_entropy_loss_grad(
             forward; required when `softmax` is None (memory-saving mode).
         softmax: float32 [BT, V] kept by the forward (high-performance mode). The op may
             use it as scratch: its contents are undefined afterwards.
-        impl: "auto" (by device), "cpu", "reference" or "sim"; see `available_impls()`.
+        impl: "auto" (by device), "cpu", "npu", "reference" or "sim"; see `available_impls()`.
         scratch_bytes: the CPU kernel's scratch budget for its vocabulary chunks
             (default: ASCEND_OPS_FLCE_SCRATCH_MIB, else 64 MiB); other
             implementations ignore it.
@@ -95,7 +95,7 @@ def batch_norm_reduce_backward(
         weight: [C] or None; it does not enter the math (accepted for compatibility).
         input_g, weight_g, bias_g: which outputs to compute: sum_dy and sum_dy_xmu when
             input_g, grad_weight when weight_g, grad_bias when bias_g.
-        impl: "auto" (by device), "cpu", "reference" or "sim"; see `available_impls()`.
+        impl: "auto" (by device), "cpu", "npu", "reference" or "sim"; see `available_impls()`.
 
     Returns:
         (sum_dy, sum_dy_xmu, grad_weight, grad_bias), each [C] or None when not asked

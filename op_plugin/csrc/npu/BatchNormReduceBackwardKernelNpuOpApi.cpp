@@ -1,0 +1,57 @@
+// NPU kernel of batch_norm_reduce_backward (SPEC §2): the shared validation, then
+// aclnnBatchNormReduceBackward, with the outputs allocated as torch_npu allocates them
+// (float16 sums only when input and mean are both float16, float32 otherwise) and the
+// gaps of the built-in filled:
+//   - an input with no elements: the op leaves its outputs unwritten, we zero them;
+//   - non-contiguous inputs (e.g. channels_last): passed as contiguous copies.
+#include "aclnn_call.h"
+
+#include "../validation.h"
+
+#include "torch_npu/csrc/core/npu/NPUGuard.h"
+
+namespace ascend_ops::npu {
+
+using MaybeTensor = std::optional<at::Tensor>;
+
+std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor> batch_norm_reduce_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight, bool input_g,
+    bool weight_g, bool bias_g) {
+  check_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight);
+  if (!input_g && !weight_g && !bias_g) {
+    return {};
+  }
+  const c10_npu::NPUGuard guard(input.device());
+  const at::TensorOptions options = input.options().dtype(
+      batch_norm_reduce_output_dtype(input.scalar_type(), mean.scalar_type()));
+  const int64_t channels = input.size(1);
+  const auto output = [&](bool wanted) -> MaybeTensor {
+    return wanted ? MaybeTensor(at::empty({channels}, options)) : std::nullopt;
+  };
+  MaybeTensor sum_dy = output(input_g);       // [C]
+  MaybeTensor sum_dy_xmu = output(input_g);   // [C]
+  MaybeTensor grad_weight = output(weight_g); // [C]
+  MaybeTensor grad_bias = output(bias_g);     // [C]
+
+  if (input.numel() == 0) {
+    for (MaybeTensor* t : {&sum_dy, &sum_dy_xmu, &grad_weight, &grad_bias}) {
+      if (t->has_value()) {
+        (*t)->zero_();
+      }
+    }
+    return {sum_dy, sum_dy_xmu, grad_weight, grad_bias};
+  }
+
+  at::Tensor grad_out_c = grad_out.contiguous();
+  at::Tensor input_c = input.contiguous();
+  at::Tensor mean_c = mean.contiguous();
+  at::Tensor invstd_c = invstd.contiguous();
+  MaybeTensor weight_c = weight.has_value() ? MaybeTensor(weight->contiguous()) : std::nullopt;
+  run_aclnn(k_batch_norm_reduce_backward, nullptr, input.device(), grad_out_c, input_c, mean_c,
+            invstd_c, weight_c, input_g, weight_g, bias_g, sum_dy, sum_dy_xmu, grad_weight,
+            grad_bias);
+  return {sum_dy, sum_dy_xmu, grad_weight, grad_bias};
+}
+
+}  // namespace ascend_ops::npu
