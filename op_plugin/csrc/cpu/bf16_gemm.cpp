@@ -11,12 +11,14 @@ namespace cpu {
 namespace {
 
 // C is cut into column tiles of kTileCols, each computed over all rows and the whole K
-// by one thread, with no synchronisation between threads. Per K block of kKc the thread
-// packs its B block once (kKc x kTileCols bf16 = 128 KiB, kept in L2) and runs every
-// row panel of A against it. A row-major A is read in place (its 12-row x 256-K panel,
-// 6 KiB, stays in L1 across the tile's B panels); any other A is packed per K block.
+// by one thread, with no synchronisation between threads. The thread packs its B tile
+// for the whole K once (K x kTileCols bf16: 2 MiB at K = 4096, in L2/L3), then walks
+// the rows in chunks of kRowChunk: a chunk's C (192 x 256 fp32 = 192 KiB) stays in L2
+// through every K block, and each 12-row A panel (12 x kKc bf16 = 6 KiB, read in place
+// when A is row-major) stays in L1 across the tile's B panels.
 constexpr int64_t kKc = 2 * kMaxPairs;
 constexpr int64_t kTileCols = 256;
+constexpr int64_t kRowChunk = 16 * kMr;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -39,25 +41,36 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
   const int64_t col_tiles = ceil_div(n, kTileCols);
   // Tiny products stay on the calling thread.
   const int64_t grain = m * n * k >= (1LL << 22) ? 1 : col_tiles;
+  const int64_t k_blocks = ceil_div(k, kKc);
   at::parallel_for(0, col_tiles, grain, [&](int64_t begin, int64_t end) {
-    std::vector<uint32_t> b_block(static_cast<size_t>(kTileCols * kMaxPairs));
+    std::vector<uint32_t> b_tile(static_cast<size_t>(k_blocks * kTileCols * kMaxPairs));
     std::vector<uint32_t> a_block;
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t j0 = tile * kTileCols;
       const int64_t cols = std::min(kTileCols, n - j0);
       const Bf16View b_cols{b.data + j0 * b.col_stride, b.row_stride, b.col_stride};
-      for (int64_t pc = 0; pc < k; pc += kKc) {
-        const int64_t kc = std::min(kKc, k - pc);
-        const int64_t pairs = (kc + 1) / 2;
-        pack_b(b_cols, pc, kc, cols, b_block.data());
-        const bool add = accumulate || pc > 0;
-        if (a_in_place && kc % 2 == 0) {
-          const auto* words = reinterpret_cast<const uint32_t*>(a.data + pc);
-          gemm_packed(m, cols, pairs, words, a.row_stride / 2, b_block.data(), c + j0, ldc, add);
-        } else {
-          a_block.resize(static_cast<size_t>(ceil_div(m, kMr) * kMr * pairs));
-          pack_a(a, m, pc, kc, a_block.data());
-          gemm_packed(m, cols, pairs, a_block.data(), 0, b_block.data(), c + j0, ldc, add);
+      for (int64_t kb = 0; kb < k_blocks; ++kb) {
+        const int64_t pc = kb * kKc;
+        pack_b(b_cols, pc, std::min(kKc, k - pc), cols, b_tile.data() + kb * kTileCols * kMaxPairs);
+      }
+      for (int64_t i0 = 0; i0 < m; i0 += kRowChunk) {
+        const int64_t rows = std::min(kRowChunk, m - i0);
+        const Bf16View a_rows{a.data + i0 * a.row_stride, a.row_stride, a.col_stride};
+        float* c_chunk = c + i0 * ldc + j0;
+        for (int64_t kb = 0; kb < k_blocks; ++kb) {
+          const int64_t pc = kb * kKc;
+          const int64_t kc = std::min(kKc, k - pc);
+          const int64_t pairs = (kc + 1) / 2;
+          const uint32_t* b_block = b_tile.data() + kb * kTileCols * kMaxPairs;
+          const bool add = accumulate || kb > 0;
+          if (a_in_place && kc % 2 == 0) {
+            const auto* words = reinterpret_cast<const uint32_t*>(a_rows.data + pc);
+            gemm_packed(rows, cols, pairs, words, a.row_stride / 2, b_block, c_chunk, ldc, add);
+          } else {
+            a_block.resize(static_cast<size_t>(ceil_div(rows, kMr) * kMr * pairs));
+            pack_a(a_rows, rows, pc, kc, a_block.data());
+            gemm_packed(rows, cols, pairs, a_block.data(), 0, b_block, c_chunk, ldc, add);
+          }
         }
       }
     }
