@@ -103,8 +103,10 @@ def _gather_statistics(input: torch.Tensor, group) -> tuple[torch.Tensor, torch.
     if group is None:
         per_rank = local[None]
     else:
-        per_rank = local.new_empty(dist.get_world_size(group), local.numel())
-        dist.all_gather_into_tensor(per_rank, local, group=group)
+        # all_gather (not all_gather_into_tensor, which gloo lacks): one collective.
+        gathered = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(gathered, local, group=group)
+        per_rank = torch.stack(gathered)
     counts, means, m2s = per_rank[:, :1], per_rank[:, 1:1 + c], per_rank[:, 1 + c:]
     total = counts.sum()
     if total <= 1:
