@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import ascend_ops
-from ascend_ops.linear_cross_entropy import HIGH_PERFORMANCE, MEMORY_SAVING
+from ascend_ops.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
 
 
 def problem(lead=(4, 9), h=19, v=53, dtype=torch.bfloat16, seed=0, ignore_index=-100):
@@ -141,3 +141,15 @@ def test_float32_input_is_refused_by_the_operator():
     input, weight, target = problem(dtype=torch.float32)
     with pytest.raises(TypeError, match="'input' must be torch.float16 or torch.bfloat16"):
         ascend_ops.linear_cross_entropy(input, weight, target)
+
+
+def test_two_all_reduces_per_forward(monkeypatch):
+    # One max, then one sum of the stacked rescaled statistics (world size 1 stand-in).
+    from ascend_ops import vocab_parallel as module
+
+    calls = []
+    monkeypatch.setattr(module.dist, "all_reduce",
+                        lambda tensor, op, group: calls.append((op, tuple(tensor.shape))))
+    stats = [torch.rand(5) for _ in range(3)]
+    module.combine_row_statistics(*stats, torch.ones(5), group=object())
+    assert calls == [(module.dist.ReduceOp.MAX, (5,)), (module.dist.ReduceOp.SUM, (3, 5))]

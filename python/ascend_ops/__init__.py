@@ -20,7 +20,7 @@ from .npu_compat import (
     npu_fused_linear_cross_entropy_loss_with_max_sum_backward,
     npu_fused_linear_online_max_sum,
 )
-from .linear_cross_entropy import linear_cross_entropy
+from .vocab_parallel import linear_cross_entropy
 from . import distributed, nn  # noqa: E402  (need the ops above)
 
 __all__ = [

@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..linear_cross_entropy import MEMORY_SAVING, linear_cross_entropy
+from ..vocab_parallel import MEMORY_SAVING, linear_cross_entropy
 
 __all__ = ["LinearCrossEntropyLoss"]
 

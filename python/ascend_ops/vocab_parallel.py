@@ -1,4 +1,5 @@
-"""Vocab-parallel cross entropy fused with the LM head, differentiable, over torch.distributed.
+"""linear_cross_entropy: vocab-parallel cross entropy fused with the LM head, differentiable,
+over torch.distributed.
 
     loss = F.cross_entropy(input @ full_weight.T, target)
 
