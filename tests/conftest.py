@@ -20,6 +20,21 @@ def assert_matches(ours, oracle, naive=None, what=""):
         assert result.passed, f"{what} output {i}: {result.message}"
 
 
+@pytest.fixture(params=["avx512", "portable"])
+def cpu_path(request, monkeypatch):
+    """Runs a test on each CPU kernel path: the AVX512 fast path (where the CPU has
+    AVX512-BF16) and the portable path, forced with ASCEND_OPS_CPU_PORTABLE=1."""
+    from ascend_ops import _C
+
+    if request.param == "avx512":
+        if not _C.cpu_avx512_kernels_supported():
+            pytest.skip("this CPU lacks AVX512-BF16: only the portable path runs here")
+        monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
+    else:
+        monkeypatch.setenv("ASCEND_OPS_CPU_PORTABLE", "1")
+    return request.param
+
+
 @pytest.fixture
 def threads():
     """Restores the thread count a test changes."""

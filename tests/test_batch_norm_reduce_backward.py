@@ -15,14 +15,51 @@ IMPLS = ["cpu", "reference"]
 CASES = testing.bn_cases()
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_matches_float64_reference(impl, case):
+def check_case(case, impl):
     inputs = testing.bn_inputs(case)
     ours = ascend_ops.batch_norm_reduce_backward(**inputs, impl=impl)
     expected_dtype = ascend_ops.reference.batch_norm_reduce_output_dtype(case.dtype, case.mean_dtype)
     assert all(o.dtype == expected_dtype and o.shape == (case.shape[1],) for o in ours)
     assert_matches(ours, testing.bn_oracle(inputs), testing.bn_naive(inputs), case.name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_cpu_matches_float64_reference(case, cpu_path):
+    check_case(case, "cpu")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_reference_matches_float64_reference(case):
+    check_case(case, "reference")
+
+
+LAYOUT_CASES = [
+    BnCase((4, 6, 5, 7), channels_last=True, seed=3),                       # NHWC, C < 16
+    BnCase((3, 37, 4, 5), torch.bfloat16, channels_last=True, seed=4),      # channel tail
+    BnCase((2, 300, 3, 3), torch.float16, torch.float16, channels_last=True, seed=5),  # 2 channel blocks
+    BnCase((9, 70), seed=6),                                                  # 2-D: rows of C
+    BnCase((5, 3, 20_000), torch.bfloat16, seed=7),                           # long runs, many tasks
+]
+
+
+@pytest.mark.parametrize("case", LAYOUT_CASES, ids=lambda c: c.name + ("-cl" if c.channels_last else ""))
+def test_cpu_layouts_and_blocks(case, cpu_path):
+    inputs = testing.bn_inputs(case)
+    assert_matches(ascend_ops.batch_norm_reduce_backward(**inputs), testing.bn_oracle(inputs),
+                   testing.bn_naive(inputs), case.name)
+
+
+def test_channels_last_3d(cpu_path):
+    inputs = testing.bn_inputs(BnCase((2, 19, 3, 4, 5), seed=8))
+    for name in ("grad_out", "input"):
+        inputs[name] = inputs[name].contiguous(memory_format=torch.channels_last_3d)
+    assert_matches(ascend_ops.batch_norm_reduce_backward(**inputs), testing.bn_oracle(inputs))
+
+
+def test_mixed_layouts(cpu_path):
+    inputs = testing.bn_inputs(BnCase((3, 5, 4, 6), channels_last=True, seed=9))
+    inputs["grad_out"] = inputs["grad_out"].contiguous()
+    assert_matches(ascend_ops.batch_norm_reduce_backward(**inputs), testing.bn_oracle(inputs))
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -45,7 +82,7 @@ def test_empty_input_gives_zero_sums(impl):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_large_mean_does_not_cancel(dtype):
+def test_large_mean_does_not_cancel(dtype, cpu_path):
     # |mean| = 1e4 with std 1: Σ dy·x − mean·Σ dy loses every digit in fp32.
     case = BnCase((16, 3, 32, 32), dtype, torch.float32, mean_offset=1e4, seed=5)
     inputs = testing.bn_inputs(case)
@@ -74,9 +111,10 @@ def test_weight_does_not_enter_the_math():
     assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-@pytest.mark.parametrize("shape", [(8, 32, 40, 40), (4096, 3), (2, 2, 70_000)])
-def test_deterministic_across_runs_and_thread_counts(shape, threads):
-    inputs = testing.bn_inputs(BnCase(shape, seed=11))
+@pytest.mark.parametrize("channels_last", [False, True])
+@pytest.mark.parametrize("shape", [(8, 32, 40, 40), (4096, 3), (2, 2, 70_000), (16, 600, 6, 6)])
+def test_deterministic_across_runs_and_thread_counts(shape, channels_last, threads, cpu_path):
+    inputs = testing.bn_inputs(BnCase(shape, channels_last=channels_last, seed=11))
     results = []
     for n in (1, 2, 1, 2):
         torch.set_num_threads(n)

@@ -13,9 +13,7 @@ IMPLS = ["cpu", "reference"]
 CASES = testing.flce_cases()
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_matches_float64_reference(impl, case):
+def check_case(case, impl):
     inputs = testing.flce_inputs(case)
     input_grad, weight_grad = ascend_ops.fused_linear_cross_entropy_loss_grad(
         **clone_inputs(inputs), impl=impl)
@@ -23,6 +21,16 @@ def test_matches_float64_reference(impl, case):
     assert input_grad.shape == (case.bt, case.h) and weight_grad.shape == (case.v, case.h)
     assert_matches((input_grad, weight_grad), testing.flce_oracle(inputs),
                    testing.flce_naive(inputs), case.name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_cpu_matches_float64_reference(case, cpu_path):
+    check_case(case, "cpu")
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_reference_matches_float64_reference(case):
+    check_case(case, "reference")
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -61,13 +69,38 @@ def test_packed_mask_may_be_longer_than_needed():
     assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-def test_many_chunks_match_reference():
-    # 64 MiB of scratch holds 223 rows at V = 50000: this batch takes three chunks, so
-    # weight_grad is accumulated across chunks.
-    case = FlceCase(500, 8, 50_000, masked_fraction=0.5)
+@pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_many_chunks_match_reference(mode, dtype, cpu_path):
+    # A 200 KiB budget cuts this call into many chunks (vocabulary chunks on the AVX512
+    # path, row chunks on the portable path), so the GEMM that spans chunks accumulates
+    # across them; 3 MiB cuts it into a few.
+    case = FlceCase(203, 45, 1000, dtype, mode, masked_fraction=0.4, seed=3)
     inputs = testing.flce_inputs(case)
-    ours = ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl="cpu")
-    assert_matches(ours, testing.flce_oracle(inputs), testing.flce_naive(inputs))
+    oracle, naive = testing.flce_oracle(inputs), testing.flce_naive(inputs)
+    for budget in (200 << 10, 3 << 20):
+        ours = ascend_ops.fused_linear_cross_entropy_loss_grad(**clone_inputs(inputs),
+                                                               scratch_bytes=budget)
+        assert_matches(ours, oracle, naive, f"budget {budget}")
+
+
+def test_scratch_budget_from_the_environment(monkeypatch):
+    inputs = testing.flce_inputs(FlceCase(64, 16, 3000, seed=4))
+    by_keyword = ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, scratch_bytes=1 << 20)
+    monkeypatch.setenv("ASCEND_OPS_FLCE_SCRATCH_MIB", "1")
+    by_env = ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs)
+    assert all(torch.equal(a, b) for a, b in zip(by_keyword, by_env))
+    monkeypatch.setenv("ASCEND_OPS_FLCE_SCRATCH_MIB", "lots")
+    with pytest.raises(ValueError, match="ASCEND_OPS_FLCE_SCRATCH_MIB must be a positive integer"):
+        ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs)
+
+
+@pytest.mark.parametrize("bad", [0, -5])
+def test_scratch_bytes_must_be_positive(bad):
+    inputs = testing.flce_inputs(FlceCase(4, 4, 8))
+    for impl in ("cpu", "reference"):
+        with pytest.raises(ValueError, match="'scratch_bytes' must be a positive"):
+            ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, scratch_bytes=bad, impl=impl)
 
 
 def test_non_contiguous_inputs():
@@ -82,7 +115,7 @@ def test_non_contiguous_inputs():
 
 
 @pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
-def test_deterministic_across_runs_and_thread_counts(mode, threads):
+def test_deterministic_across_runs_and_thread_counts(mode, threads, cpu_path):
     inputs = testing.flce_inputs(FlceCase(300, 64, 1000, mode=mode, seed=7))
     results = []
     for n in (1, 2, 1, 2):

@@ -154,6 +154,12 @@ void check_fused_linear_cross_entropy_loss_grad(
   }
 }
 
+void check_scratch_bytes(const char* op, std::optional<int64_t> scratch_bytes) {
+  TORCH_CHECK_VALUE(!scratch_bytes.has_value() || *scratch_bytes > 0, op,
+                    ": 'scratch_bytes' must be a positive number of bytes or None, got ",
+                    scratch_bytes.value_or(0));
+}
+
 void check_batch_norm_reduce_backward(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
     const at::Tensor& invstd, const std::optional<at::Tensor>& weight) {

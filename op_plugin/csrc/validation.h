@@ -24,6 +24,9 @@ void check_fused_linear_cross_entropy_loss_grad(
     const std::optional<at::Tensor>& sum_exp_logits,
     const std::optional<at::Tensor>& softmax, bool check_values);
 
+// The CPU kernels' scratch budget, when given, must be a positive number of bytes.
+void check_scratch_bytes(const char* op, std::optional<int64_t> scratch_bytes);
+
 void check_batch_norm_reduce_backward(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
     const at::Tensor& invstd, const std::optional<at::Tensor>& weight);

@@ -14,10 +14,11 @@ from ._extension import native
 def register() -> None:
     @torch.library.register_fake("ascend_ops::fused_linear_cross_entropy_loss_grad")
     def _(grad, input, weight, target_mask, masked_target, label_smoothing=0.0,
-          logits_max=None, sum_exp_logits=None, softmax=None):
+          logits_max=None, sum_exp_logits=None, softmax=None, *, scratch_bytes=None):
         native().check_fused_linear_cross_entropy_loss_grad(
             grad, input, weight, target_mask, masked_target, label_smoothing,
             logits_max, sum_exp_logits, softmax, check_values=False)
+        native().check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes)
         return input.new_empty(input.shape), weight.new_empty(weight.shape)
 
     @torch.library.register_fake("ascend_ops::batch_norm_reduce_backward")

@@ -24,6 +24,7 @@ def fused_linear_cross_entropy_loss_grad(
     softmax: torch.Tensor | None = None,
     *,
     impl: str = "auto",
+    scratch_bytes: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Backward of vocab-parallel cross entropy fused with the LM head (SPEC §1).
 
@@ -48,6 +49,9 @@ def fused_linear_cross_entropy_loss_grad(
         softmax: float32 [BT, V] kept by the forward (high-performance mode). The op may
             use it as scratch: its contents are undefined afterwards.
         impl: "auto" (by device), "cpu" or "reference"; see `available_impls()`.
+        scratch_bytes: the CPU kernel's scratch budget for its vocabulary chunks
+            (default: ASCEND_OPS_FLCE_SCRATCH_MIB, else 64 MiB); other
+            implementations ignore it.
 
     Returns:
         (input_grad [BT, H], weight_grad [V, H]), both in input's dtype.
@@ -56,8 +60,10 @@ def fused_linear_cross_entropy_loss_grad(
             logits_max, sum_exp_logits, softmax)
     if resolve(impl, input.device) == "reference":
         native().check_fused_linear_cross_entropy_loss_grad(*args, check_values=True)
+        native().check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes)
         return reference.fused_linear_cross_entropy_loss_grad(*args)
-    return torch.ops.ascend_ops.fused_linear_cross_entropy_loss_grad(*args)
+    return torch.ops.ascend_ops.fused_linear_cross_entropy_loss_grad(
+        *args, scratch_bytes=scratch_bytes)
 
 
 def batch_norm_reduce_backward(

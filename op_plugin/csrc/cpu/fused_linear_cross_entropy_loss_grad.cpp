@@ -1,30 +1,151 @@
 // CPU kernel of fused_linear_cross_entropy_loss_grad (SPEC §1).
 //
-// Rows are processed in chunks whose [rows, V] scratch fits a fixed budget, so the
-// memory-saving mode never holds the whole [BT, V] logits:
-//   logits_c = f32(x_c) @ f32(W).T                 GEMM in fp32 (memory-saving mode)
-//   G_c      = half((P_c - onehot_c) * grad_c)      one pass over the chunk
-//   input_grad[c] = G_c @ W                        GEMM, fp32 accumulation, half out
-//   weight_grad  += G_c.T @ x_c                    GEMM, accumulated in fp32 over chunks
-// The chunk size depends only on the shapes, never on the thread count, and every
-// element is computed by one thread in a fixed order: results are bitwise reproducible.
+// Two paths compute the same math:
+//
+// * bfloat16 on CPUs with AVX512-BF16 (the fast path): the vocabulary is cut into
+//   chunks of `vc` columns sized from the scratch budget, so the memory-saving mode
+//   never holds [BT, V]. Per chunk c:
+//     logits_c [BT, vc] = x @ W_c.T           bf16 GEMM, fp32 out (memory-saving only)
+//     G_c      [BT, vc] = bf16((P_c - onehot) * grad)   one vectorised pass
+//     dx_acc   [BT, H] += G_c @ W_c            fp32 accumulation across chunks
+//     weight_grad[c]    = bf16(G_c.T @ x)      complete in one GEMM (K = BT)
+//   then input_grad = bf16(dx_acc). All GEMMs are ours (bf16_gemm.h): half in, fp32
+//   out, operands repacked per block, so G_c.T costs no more than G_c.
+// * everything else (float16, or no AVX512-BF16, or ASCEND_OPS_CPU_PORTABLE=1): rows in
+//   chunks, ATen GEMMs with the fp32-output ones widened to fp32.
+//
+// Chunk sizes depend on the shapes and the budget only, never on the thread count, and
+// every element is summed in one fixed order: results are bitwise reproducible.
 #include "../target_mask.h"
 #include "../validation.h"
+#include "bf16_gemm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 #include <torch/library.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace ascend_ops {
 namespace {
 
-// Scratch budget for the per-chunk [rows, V] fp32 logits and half G: at V = 16000 a
-// memory-saving row costs 16000 * (4 + 2) = 96000 bytes, so a chunk is 699 rows.
-constexpr int64_t kChunkScratchBytes = 64LL << 20;
+// Default scratch budget: at (BT, H) = (4096, 4096) a memory-saving vocabulary column
+// costs 4096 * (4 + 2) + 4096 * 4 = 40 KiB, so a chunk is 1632 columns (a multiple of
+// the GEMM's 32-column panels).
+constexpr int64_t kDefaultScratchBytes = 64LL << 20;
+
+// The scratch budget: the `scratch_bytes` argument, else ASCEND_OPS_FLCE_SCRATCH_MIB,
+// else the default.
+int64_t scratch_budget(std::optional<int64_t> scratch_bytes) {
+  if (scratch_bytes.has_value()) {
+    return *scratch_bytes;
+  }
+  if (const char* mib = std::getenv("ASCEND_OPS_FLCE_SCRATCH_MIB")) {
+    char* end = nullptr;
+    const long long value = std::strtoll(mib, &end, 10);
+    TORCH_CHECK_VALUE(end != mib && *end == '\0' && value > 0,
+                      "ASCEND_OPS_FLCE_SCRATCH_MIB must be a positive integer (MiB), got '",
+                      mib, "'");
+    return value << 20;
+  }
+  return kDefaultScratchBytes;
+}
+
+bool portable_path_forced() {
+  const char* forced = std::getenv("ASCEND_OPS_CPU_PORTABLE");
+  return forced != nullptr && std::strcmp(forced, "1") == 0;
+}
+
+// The contiguous operands of one call.
+struct FlceOperands {
+  at::Tensor grad, input, weight;
+  std::vector<RowTarget> targets;
+  at::Tensor logits_max, sum_exp_logits;  // memory-saving mode
+  at::Tensor softmax;                     // high-performance mode
+  bool recompute() const { return !softmax.defined(); }
+};
+
+const uint16_t* bf16_bits(const at::Tensor& t) {
+  return reinterpret_cast<const uint16_t*>(t.const_data_ptr<at::BFloat16>());
+}
+
+uint16_t* bf16_bits(at::Tensor& t) {
+  return reinterpret_cast<uint16_t*>(t.mutable_data_ptr<at::BFloat16>());
+}
+
+// dst[rows, cols] = bf16(src[rows, cols]), both row-major with leading dimension cols.
+void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst) {
+  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, cols));
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    cpu::round_to_bf16(src + begin * cols, (end - begin) * cols, dst + begin * cols);
+  });
+}
+
+void flce_bf16_fast(const FlceOperands& op, int64_t budget, at::Tensor& input_grad,
+                    at::Tensor& weight_grad) {
+  using cpu::Bf16View;
+  const int64_t bt = op.input.size(0);
+  const int64_t h = op.input.size(1);
+  const int64_t vocab = op.weight.size(0);
+  const bool recompute = op.recompute();
+
+  // Scratch per vocabulary column of a chunk: its fp32 logits and bf16 G for every row,
+  // and its fp32 weight_grad row. At least one 32-column panel per chunk.
+  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2) + h * 4;
+  const int64_t panel = cpu::kNr;
+  const int64_t vc = std::min(vocab, std::max(panel, budget / per_column / panel * panel));
+
+  at::Tensor logits = recompute ? at::empty({bt, vc}, op.grad.options()) : at::Tensor();
+  at::Tensor g = at::empty({bt, vc}, op.input.options());           // BT x vc, bf16
+  at::Tensor dw_chunk = at::empty({vc, h}, op.grad.options());      // vc x H, fp32
+  at::Tensor dx_acc = at::empty({bt, h}, op.grad.options());        // BT x H, fp32
+  const uint16_t* x = bf16_bits(op.input);
+  const uint16_t* w = bf16_bits(op.weight);
+  uint16_t* g_bits = bf16_bits(g);
+  float* dx = dx_acc.mutable_data_ptr<float>();
+  float* dw = dw_chunk.mutable_data_ptr<float>();
+  const float* scale = op.grad.const_data_ptr<float>();
+  const float* row_max = recompute ? op.logits_max.const_data_ptr<float>() : nullptr;
+  const float* sum_exp = recompute ? op.sum_exp_logits.const_data_ptr<float>() : nullptr;
+
+  for (int64_t v0 = 0; v0 < vocab; v0 += vc) {
+    const int64_t cols = std::min(vc, vocab - v0);
+    const uint16_t* w_chunk = w + v0 * h;  // cols x H
+    const float* src = nullptr;
+    int64_t ld_src = 0;
+    if (recompute) {
+      float* l = logits.mutable_data_ptr<float>();
+      // logits_c = x @ W_c.T: B(k, n) = W_c[n, k]
+      cpu::bf16_gemm(Bf16View{x, h, 1}, Bf16View{w_chunk, 1, h}, bt, cols, h, l, vc, false);
+      src = l;
+      ld_src = vc;
+    } else {
+      src = op.softmax.const_data_ptr<float>() + v0;
+      ld_src = vocab;
+    }
+    const int64_t row_grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / cols);
+    at::parallel_for(0, bt, row_grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const RowTarget& t = op.targets[i];
+        const bool here = !t.masked && t.column >= v0 && t.column < v0 + cols;
+        cpu::logits_grad_row(src + i * ld_src, cols, recompute, recompute ? row_max[i] : 0.0f,
+                             recompute ? 1.0f / sum_exp[i] : 1.0f, scale[i],
+                             here ? t.column - v0 : -1, g_bits + i * vc);
+      }
+    });
+    // dx_acc += G_c @ W_c
+    cpu::bf16_gemm(Bf16View{g_bits, vc, 1}, Bf16View{w_chunk, h, 1}, bt, h, cols, dx, h, v0 > 0);
+    // weight_grad[c] = G_c.T @ x: A(v, i) = G_c[i, v]
+    cpu::bf16_gemm(Bf16View{g_bits, 1, vc}, Bf16View{x, h, 1}, cols, h, bt, dw, h, false);
+    round_rows(dw, cols, h, bf16_bits(weight_grad) + v0 * h);
+  }
+  round_rows(dx, bt, h, bf16_bits(input_grad));
+}
 
 // G_c = half((P - onehot) * grad) for rows [row0, row0 + rows). `probability(i, j)`
 // gives P[i, j] in fp32 for the chunk-local row i.
@@ -46,48 +167,46 @@ void logits_grad_chunk(const Probability& probability, const std::vector<RowTarg
   });
 }
 
+// The portable path: rows in chunks of the budget, ATen GEMMs. The half operands of the
+// fp32-output GEMMs are widened to fp32 first (no exported ATen GEMM takes half in and
+// gives fp32 out), so it also holds an fp32 copy of the weight and of weight_grad.
 template <typename T>
-void flce_grad_impl(const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
-                    const std::vector<RowTarget>& targets, const at::Tensor* logits_max,
-                    const at::Tensor* sum_exp_logits, const at::Tensor* softmax,
-                    at::Tensor& input_grad, at::Tensor& weight_grad) {
-  const int64_t bt = input.size(0);
-  const int64_t h = input.size(1);
-  const int64_t vocab = weight.size(0);
-  const bool recompute = softmax == nullptr;
-
+void flce_portable(const FlceOperands& op, int64_t budget, at::Tensor& input_grad,
+                   at::Tensor& weight_grad) {
+  const int64_t bt = op.input.size(0);
+  const int64_t h = op.input.size(1);
+  const int64_t vocab = op.weight.size(0);
+  const bool recompute = op.recompute();
   const int64_t bytes_per_row = vocab * (static_cast<int64_t>(sizeof(T)) +
                                          (recompute ? static_cast<int64_t>(sizeof(float)) : 0));
-  const int64_t chunk_rows = std::clamp<int64_t>(kChunkScratchBytes / bytes_per_row, 1, bt);
+  const int64_t chunk_rows = std::clamp<int64_t>(budget / bytes_per_row, 1, bt);
 
-  // ATen's GEMMs (MKL, oneDNN) for now: the half operands of the fp32-output GEMMs are
-  // widened to fp32 first, because no exported ATen GEMM takes half in and gives fp32 out.
-  const at::Tensor weight_f32 = recompute ? weight.to(at::kFloat) : at::Tensor();  // V x H
-  const float* g_up = grad.const_data_ptr<float>();
-  at::Tensor g_chunk = at::empty({chunk_rows, vocab}, input.options());  // rows x V, half
-  at::Tensor dw_acc = at::zeros({vocab, h}, grad.options());             // V x H, fp32
+  const at::Tensor weight_f32 = recompute ? op.weight.to(at::kFloat) : at::Tensor();  // V x H
+  const float* g_up = op.grad.const_data_ptr<float>();
+  at::Tensor g_chunk = at::empty({chunk_rows, vocab}, op.input.options());  // rows x V, half
+  at::Tensor dw_acc = at::zeros({vocab, h}, op.grad.options());             // V x H, fp32
   T* g = g_chunk.mutable_data_ptr<T>();
 
   for (int64_t row0 = 0; row0 < bt; row0 += chunk_rows) {
     const int64_t rows = std::min(chunk_rows, bt - row0);
-    const at::Tensor x_c = input.narrow(0, row0, rows).to(at::kFloat);  // rows x H
-    at::Tensor g_c = g_chunk.narrow(0, 0, rows);                         // rows x V
+    const at::Tensor x_c = op.input.narrow(0, row0, rows).to(at::kFloat);  // rows x H
+    at::Tensor g_c = g_chunk.narrow(0, 0, rows);                            // rows x V
     if (recompute) {
       const at::Tensor logits = at::mm(x_c, weight_f32.t());  // rows x V, fp32
       const float* l = logits.const_data_ptr<float>();
-      const float* m = logits_max->const_data_ptr<float>() + row0;
-      const float* s = sum_exp_logits->const_data_ptr<float>() + row0;
+      const float* m = op.logits_max.const_data_ptr<float>() + row0;
+      const float* s = op.sum_exp_logits.const_data_ptr<float>() + row0;
       const auto probability = [=](int64_t i, int64_t j) {
         return std::exp(l[i * vocab + j] - m[i]) / s[i];
       };
-      logits_grad_chunk<T>(probability, targets, g_up, row0, rows, vocab, g);
+      logits_grad_chunk<T>(probability, op.targets, g_up, row0, rows, vocab, g);
     } else {
-      const float* p = softmax->const_data_ptr<float>() + row0 * vocab;
+      const float* p = op.softmax.const_data_ptr<float>() + row0 * vocab;
       const auto probability = [=](int64_t i, int64_t j) { return p[i * vocab + j]; };
-      logits_grad_chunk<T>(probability, targets, g_up, row0, rows, vocab, g);
+      logits_grad_chunk<T>(probability, op.targets, g_up, row0, rows, vocab, g);
     }
     at::Tensor dx_c = input_grad.narrow(0, row0, rows);
-    at::mm_out(dx_c, g_c, weight);                 // [rows, V] @ [V, H], fp32 accumulation
+    at::mm_out(dx_c, g_c, op.weight);              // [rows, V] @ [V, H], fp32 accumulation
     dw_acc.addmm_(g_c.to(at::kFloat).t(), x_c);    // [V, rows] @ [rows, H], fp32 over chunks
   }
   weight_grad.copy_(dw_acc);
@@ -97,10 +216,12 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
     const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
     const at::Tensor& target_mask, const at::Tensor& masked_target, double label_smoothing,
     const std::optional<at::Tensor>& logits_max, const std::optional<at::Tensor>& sum_exp_logits,
-    const std::optional<at::Tensor>& softmax) {
+    const std::optional<at::Tensor>& softmax, std::optional<int64_t> scratch_bytes) {
   check_fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, masked_target,
                                              label_smoothing, logits_max, sum_exp_logits,
                                              softmax, /*check_values=*/true);
+  check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes);
+  const int64_t budget = scratch_budget(scratch_bytes);
   const int64_t bt = input.size(0);
   at::Tensor input_grad = at::empty(input.sizes(), input.options());
   at::Tensor weight_grad = at::empty(weight.sizes(), weight.options());
@@ -111,23 +232,25 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
     return {input_grad, weight_grad};
   }
 
-  const std::vector<RowTarget> targets = row_targets(target_mask, masked_target, bt);
-  const at::Tensor grad_c = grad.contiguous();
-  const at::Tensor input_c = input.contiguous();
-  const at::Tensor weight_c = weight.contiguous();
-  at::Tensor max_c, sum_c, softmax_c;
+  FlceOperands op;
+  op.grad = grad.contiguous();
+  op.input = input.contiguous();
+  op.weight = weight.contiguous();
+  op.targets = row_targets(target_mask, masked_target, bt);
   if (softmax.has_value()) {
-    softmax_c = softmax->contiguous();
+    op.softmax = softmax->contiguous();
   } else {
-    max_c = logits_max->contiguous();
-    sum_c = sum_exp_logits->contiguous();
+    op.logits_max = logits_max->contiguous();
+    op.sum_exp_logits = sum_exp_logits->contiguous();
   }
-  AT_DISPATCH_REDUCED_FLOATING_TYPES(input.scalar_type(), "fused_linear_cross_entropy_loss_grad", [&] {
-    flce_grad_impl<scalar_t>(grad_c, input_c, weight_c, targets,
-                             softmax.has_value() ? nullptr : &max_c,
-                             softmax.has_value() ? nullptr : &sum_c,
-                             softmax.has_value() ? &softmax_c : nullptr, input_grad, weight_grad);
-  });
+  if (input.scalar_type() == at::kBFloat16 && cpu::avx512_kernels_supported() &&
+      !portable_path_forced()) {
+    flce_bf16_fast(op, budget, input_grad, weight_grad);
+  } else {
+    AT_DISPATCH_REDUCED_FLOATING_TYPES(input.scalar_type(), "fused_linear_cross_entropy_loss_grad", [&] {
+      flce_portable<scalar_t>(op, budget, input_grad, weight_grad);
+    });
+  }
   return {input_grad, weight_grad};
 }
 

@@ -1,0 +1,294 @@
+// AVX512-BF16 implementation of bf16_kernels.h. This whole file is compiled for
+// AVX512-F/BW/VL/BF16 (the pragma below); the library calls into it only after
+// avx512_kernels_supported() said the CPU has them. It includes no torch or std C++
+// headers, so no inline function compiled here can be picked by the linker for code
+// that runs on other CPUs.
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
+// GCC's own intrinsic headers trip this warning (their `__Y = __Y` placeholders).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "avx512_kernels.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+// SLEEF's vectorised expf (1.0 ULP), exported by libtorch_cpu.
+extern "C" __m512 Sleef_expf16_u10(__m512);
+
+namespace ascend_ops {
+namespace cpu {
+namespace {
+
+inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+inline __mmask16 first_lanes(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+// 16 bf16 (or the first lanes of `mask`) widened to fp32: a bf16 is the top half of an fp32.
+inline __m512 load_bf16(const uint16_t* p, __mmask16 mask) {
+  const __m512i wide = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
+inline __m512 load_f32(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
+
+inline __m512 load_f16(const uint16_t* p, __mmask16 mask) {
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
+}
+
+// Σ dy and Σ dy·(x − mean) of one run, two accumulators each to hide FMA latency.
+template <typename T, typename Load>
+inline void run_sums(const T* dy, const T* x, int64_t n, float mean, double* sum_dy,
+                     double* sum_dy_xmu, Load load) {
+  const __m512 vmean = _mm512_set1_ps(mean);
+  for (int64_t start = 0; start < n; start += kBnFlush) {
+    const int64_t stop = min64(n, start + kBnFlush);
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    __m512 b0 = _mm512_setzero_ps(), b1 = _mm512_setzero_ps();
+    int64_t j = start;
+    for (; j + 32 <= stop; j += 32) {
+      const __m512 d0 = load(dy + j, 0xFFFF), d1 = load(dy + j + 16, 0xFFFF);
+      a0 = _mm512_add_ps(a0, d0);
+      a1 = _mm512_add_ps(a1, d1);
+      b0 = _mm512_fmadd_ps(d0, _mm512_sub_ps(load(x + j, 0xFFFF), vmean), b0);
+      b1 = _mm512_fmadd_ps(d1, _mm512_sub_ps(load(x + j + 16, 0xFFFF), vmean), b1);
+    }
+    for (; j < stop; j += 16) {
+      const __mmask16 mask = first_lanes(stop - j);
+      const __m512 d = load(dy + j, mask);
+      a0 = _mm512_add_ps(a0, d);
+      b0 = _mm512_fmadd_ps(d, _mm512_maskz_sub_ps(mask, load(x + j, mask), vmean), b0);
+    }
+    *sum_dy += _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    *sum_dy_xmu += _mm512_reduce_add_ps(_mm512_add_ps(b0, b1));
+  }
+}
+
+// Per-channel sums over rows of a channels-innermost block: one sequential pass over
+// the rows, the fp32 accumulators of all channels kept in `scratch` (L1-sized for
+// C <= 2048).
+template <typename T, typename Load>
+inline void rows_sums(const T* dy, const T* x, int64_t rows, int64_t channels, int64_t row_stride,
+                      const float* mean, float* scratch, double* sum_dy, double* sum_dy_xmu,
+                      Load load) {
+  float* acc_dy = scratch;
+  float* acc_dy_xmu = scratch + channels;
+  for (int64_t r0 = 0; r0 < rows; r0 += kBnRowFlush) {
+    const int64_t r1 = min64(rows, r0 + kBnRowFlush);
+    for (int64_t c = 0; c < channels; ++c) acc_dy[c] = acc_dy_xmu[c] = 0.0f;
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* dy_row = dy + r * row_stride;
+      const T* x_row = x + r * row_stride;
+      for (int64_t c = 0; c < channels; c += 16) {
+        const __mmask16 mask = first_lanes(channels - c);
+        const __m512 d = load(dy_row + c, mask);
+        const __m512 xmu = _mm512_sub_ps(load(x_row + c, mask), _mm512_maskz_loadu_ps(mask, mean + c));
+        _mm512_mask_storeu_ps(acc_dy + c, mask, _mm512_add_ps(_mm512_maskz_loadu_ps(mask, acc_dy + c), d));
+        _mm512_mask_storeu_ps(acc_dy_xmu + c, mask,
+                              _mm512_fmadd_ps(d, xmu, _mm512_maskz_loadu_ps(mask, acc_dy_xmu + c)));
+      }
+    }
+    for (int64_t c = 0; c < channels; ++c) {
+      sum_dy[c] += acc_dy[c];
+      sum_dy_xmu[c] += acc_dy_xmu[c];
+    }
+  }
+}
+
+inline uint32_t load_pair(const uint16_t* p) {
+  uint32_t word;
+  memcpy(&word, p, sizeof(word));
+  return word;
+}
+
+// C[mr, nr] (= or +=) one packed A panel @ one packed B panel. The 24 accumulators
+// stay in registers for the whole K loop; rows >= mr and columns >= nr are computed
+// (from zero padding) but not stored.
+inline void micro_kernel(int64_t pairs, const uint32_t* ap, const uint32_t* bp, float* c,
+                         int64_t ldc, int64_t mr, int64_t nr, bool accumulate) {
+  __m512 acc[kMr][2];
+#pragma GCC unroll 12
+  for (int r = 0; r < kMr; ++r) {
+    acc[r][0] = _mm512_setzero_ps();
+    acc[r][1] = _mm512_setzero_ps();
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + p * kNr);
+    const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + p * kNr + 16);
+    const uint32_t* a = ap + p * kMr;
+#pragma GCC unroll 12
+    for (int r = 0; r < kMr; ++r) {
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[r]));
+      acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
+      acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
+    }
+  }
+  const __mmask16 m0 = first_lanes(nr);
+  const __mmask16 m1 = nr > 16 ? first_lanes(nr - 16) : static_cast<__mmask16>(0);
+  for (int64_t r = 0; r < mr; ++r) {
+    float* row = c + r * ldc;
+    __m512 v0 = acc[r][0];
+    __m512 v1 = acc[r][1];
+    if (accumulate) {
+      v0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, row), v0);
+      v1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, row + 16), v1);
+    }
+    _mm512_mask_storeu_ps(row, m0, v0);
+    _mm512_mask_storeu_ps(row + 16, m1, v1);
+  }
+}
+
+}  // namespace
+
+void pack_a(Bf16View a, int64_t rows, int64_t k0, int64_t kc, uint32_t* out) {
+  const int64_t pairs = (kc + 1) / 2;
+  const int64_t full_pairs = kc / 2;
+  const int64_t panels = (rows + kMr - 1) / kMr;
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    uint32_t* dst = out + panel * pairs * kMr;
+    for (int64_t r = 0; r < kMr; ++r) {
+      const int64_t row = panel * kMr + r;
+      if (row >= rows) {
+        for (int64_t p = 0; p < pairs; ++p) dst[p * kMr + r] = 0;
+        continue;
+      }
+      const uint16_t* src = a.data + row * a.row_stride + k0 * a.col_stride;
+      const int64_t cs = a.col_stride;
+      if (cs == 1) {
+        for (int64_t p = 0; p < full_pairs; ++p) dst[p * kMr + r] = load_pair(src + 2 * p);
+      } else {
+        for (int64_t p = 0; p < full_pairs; ++p) {
+          dst[p * kMr + r] = src[2 * p * cs] | static_cast<uint32_t>(src[(2 * p + 1) * cs]) << 16;
+        }
+      }
+      if (pairs != full_pairs) dst[full_pairs * kMr + r] = src[(kc - 1) * cs];
+    }
+  }
+}
+
+void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, uint32_t* out) {
+  const int64_t pairs = (kc + 1) / 2;
+  const int64_t full_pairs = kc / 2;
+  const int64_t panels = (cols + kNr - 1) / kNr;
+  // Interleaves two 32-column rows of B into 32 pairs: lane 2j <- row0[j], 2j+1 <- row1[j].
+  alignas(64) uint16_t lo_index[32], hi_index[32];
+  for (int j = 0; j < 16; ++j) {
+    lo_index[2 * j] = static_cast<uint16_t>(j);
+    lo_index[2 * j + 1] = static_cast<uint16_t>(32 + j);
+    hi_index[2 * j] = static_cast<uint16_t>(16 + j);
+    hi_index[2 * j + 1] = static_cast<uint16_t>(48 + j);
+  }
+  const __m512i lo = _mm512_load_si512(lo_index);
+  const __m512i hi = _mm512_load_si512(hi_index);
+
+  for (int64_t panel = 0; panel < panels; ++panel) {
+    uint32_t* dst = out + panel * pairs * kNr;
+    const int64_t n0 = panel * kNr;
+    const int64_t width = min64(kNr, cols - n0);
+    if (b.col_stride == 1 && width == kNr) {
+      // Rows of B are contiguous: two vector loads and two permutes per pair.
+      for (int64_t p = 0; p < pairs; ++p) {
+        const uint16_t* row0 = b.data + (k0 + 2 * p) * b.row_stride + n0;
+        const __m512i x0 = _mm512_loadu_si512(row0);
+        const __m512i x1 = 2 * p + 1 < kc ? _mm512_loadu_si512(row0 + b.row_stride)
+                                          : _mm512_setzero_si512();
+        _mm512_storeu_si512(dst + p * kNr, _mm512_permutex2var_epi16(x0, lo, x1));
+        _mm512_storeu_si512(dst + p * kNr + 16, _mm512_permutex2var_epi16(x0, hi, x1));
+      }
+      continue;
+    }
+    for (int64_t j = 0; j < kNr; ++j) {
+      if (j >= width) {
+        for (int64_t p = 0; p < pairs; ++p) dst[p * kNr + j] = 0;
+        continue;
+      }
+      const uint16_t* src = b.data + k0 * b.row_stride + (n0 + j) * b.col_stride;
+      const int64_t rs = b.row_stride;
+      if (rs == 1) {
+        for (int64_t p = 0; p < full_pairs; ++p) dst[p * kNr + j] = load_pair(src + 2 * p);
+      } else {
+        for (int64_t p = 0; p < full_pairs; ++p) {
+          dst[p * kNr + j] = src[2 * p * rs] | static_cast<uint32_t>(src[(2 * p + 1) * rs]) << 16;
+        }
+      }
+      if (pairs != full_pairs) dst[full_pairs * kNr + j] = src[(kc - 1) * rs];
+    }
+  }
+}
+
+void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a_packed,
+                 const uint32_t* b_packed, float* c, int64_t ldc, bool accumulate) {
+  // Column panels outside, row panels inside: a B panel (pairs x 32 words) stays in
+  // L1 while the A panels stream past it.
+  for (int64_t jr = 0; jr < cols; jr += kNr) {
+    const uint32_t* bp = b_packed + (jr / kNr) * pairs * kNr;
+    for (int64_t ir = 0; ir < rows; ir += kMr) {
+      const uint32_t* ap = a_packed + (ir / kMr) * pairs * kMr;
+      micro_kernel(pairs, ap, bp, c + ir * ldc + jr, ldc, min64(kMr, rows - ir),
+                   min64(kNr, cols - jr), accumulate);
+    }
+  }
+}
+
+void logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
+                     float inv_sum, float scale, int64_t target, uint16_t* g) {
+  const __m512 vmax = _mm512_set1_ps(row_max);
+  const __m512 vinv = _mm512_set1_ps(inv_sum);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t j = 0; j < cols; j += 16) {
+    const __mmask16 mask = first_lanes(cols - j);
+    __m512 p = _mm512_maskz_loadu_ps(mask, src + j);
+    if (recompute) {
+      p = _mm512_mul_ps(Sleef_expf16_u10(_mm512_sub_ps(p, vmax)), vinv);
+    }
+    if (target >= j && target < j + 16) {
+      p = _mm512_mask_sub_ps(p, static_cast<__mmask16>(1u << (target - j)), p, one);
+    }
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(p, vscale));
+    _mm256_mask_storeu_epi16(g + j, mask, (__m256i)h);
+  }
+}
+
+void bn_run_sums(BnType type, const void* dy, const void* x, int64_t n, float mean,
+                 double* sum_dy, double* sum_dy_xmu) {
+  switch (type) {
+    case BnType::kFloat32:
+      return run_sums(static_cast<const float*>(dy), static_cast<const float*>(x), n, mean,
+                      sum_dy, sum_dy_xmu, load_f32);
+    case BnType::kBFloat16:
+      return run_sums(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x), n, mean,
+                      sum_dy, sum_dy_xmu, load_bf16);
+    case BnType::kFloat16:
+      return run_sums(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x), n, mean,
+                      sum_dy, sum_dy_xmu, load_f16);
+  }
+}
+
+void bn_rows_sums(BnType type, const void* dy, const void* x, int64_t rows, int64_t channels,
+                  int64_t row_stride, const float* mean, float* scratch, double* sum_dy,
+                  double* sum_dy_xmu) {
+  switch (type) {
+    case BnType::kFloat32:
+      return rows_sums(static_cast<const float*>(dy), static_cast<const float*>(x), rows, channels,
+                       row_stride, mean, scratch, sum_dy, sum_dy_xmu, load_f32);
+    case BnType::kBFloat16:
+      return rows_sums(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x), rows,
+                       channels, row_stride, mean, scratch, sum_dy, sum_dy_xmu, load_bf16);
+    case BnType::kFloat16:
+      return rows_sums(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x), rows,
+                       channels, row_stride, mean, scratch, sum_dy, sum_dy_xmu, load_f16);
+  }
+}
+
+void round_to_bf16(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 mask = first_lanes(n - j);
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + j));
+    _mm256_mask_storeu_epi16(dst + j, mask, (__m256i)h);
+  }
+}
+
+}  // namespace cpu
+}  // namespace ascend_ops

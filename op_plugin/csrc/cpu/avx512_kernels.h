@@ -1,0 +1,75 @@
+// The AVX512 kernels of the CPU fast paths (avx512_kernels.cpp): the bfloat16 GEMM and
+// logits-gradient pieces of fused_linear_cross_entropy_loss_grad, and the row sums of
+// batch_norm_reduce_backward. Call them only when avx512_kernels_supported() is true.
+//
+// The declarations use plain C types on purpose: the implementation file is compiled
+// for a newer instruction set than the rest of the library, so it must not share any
+// inline or template code (torch or std) with the other files.
+//
+// Packed layouts (K is cut into pairs; a pair past the end of K is zero):
+//   A, MR-row panels:  a[p * kMr + r]   = bits(A(r, 2p)) | bits(A(r, 2p + 1)) << 16
+//   B, NR-col panels:  b[p * kNr + j]   = bits(B(2p, j)) | bits(B(2p + 1, j)) << 16
+// which is what VDPBF16PS multiplies: one A pair broadcast against NR B pairs.
+#pragma once
+
+#include <stdint.h>
+
+namespace ascend_ops {
+namespace cpu {
+
+constexpr int64_t kMr = 12;  // micro-tile rows: 12 x 2 zmm accumulators = 24 registers
+constexpr int64_t kNr = 32;  // micro-tile columns: two zmm of 16 fp32
+
+// True when this CPU runs AVX512-F/BW/VL/DQ and AVX512-BF16 (cpu_features.cpp).
+bool avx512_kernels_supported();
+
+// Element (r, c) of a strided bf16 matrix is data[r * row_stride + c * col_stride].
+struct Bf16View {
+  const uint16_t* data;
+  int64_t row_stride;
+  int64_t col_stride;
+};
+
+// Packs rows [0, rows) x columns [k0, k0 + kc) of A into ceil(rows / kMr) panels of
+// ceil(kc / 2) pairs each, zero-filling the missing rows of the last panel.
+void pack_a(Bf16View a, int64_t rows, int64_t k0, int64_t kc, uint32_t* out);
+
+// Packs rows [k0, k0 + kc) x columns [0, cols) of B into ceil(cols / kNr) panels of
+// ceil(kc / 2) pairs each, zero-filling the missing columns of the last panel.
+void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, uint32_t* out);
+
+// C[rows, cols] (fp32, leading dimension ldc) = (accumulate ? C : 0) + A @ B, from
+// packed panels of `pairs` K-pairs. Every element is summed in one fixed order.
+void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a_packed,
+                 const uint32_t* b_packed, float* c, int64_t ldc, bool accumulate);
+
+// One row of the logits gradient, rounded to bf16 (round to nearest even):
+//   g[j] = bf16((p[j] - (j == target)) * scale)
+// with p[j] = exp(src[j] - row_max) * inv_sum when `recompute`, else p[j] = src[j].
+// `target` < 0 or >= cols: no column gets the -1.
+void logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
+                     float inv_sum, float scale, int64_t target, uint16_t* g);
+
+// dst[i] = bf16(src[i]) (round to nearest even), for n elements.
+void round_to_bf16(const float* src, int64_t n, uint16_t* dst);
+
+// batch_norm_reduce_backward. The element type of dy and x:
+enum class BnType { kFloat32, kBFloat16, kFloat16 };
+
+// One contiguous run of one channel: adds Σ dy and Σ dy·(x − mean) over n elements to
+// *sum_dy and *sum_dy_xmu; fp32 lane accumulators are flushed into them every kBnFlush
+// elements.
+constexpr int64_t kBnFlush = 1024;
+void bn_run_sums(BnType type, const void* dy, const void* x, int64_t n, float mean,
+                 double* sum_dy, double* sum_dy_xmu);
+
+// Channels innermost: `rows` rows of `channels` channels, `row_stride` elements apart.
+// Adds each channel's sums over the rows to sum_dy[c] and sum_dy_xmu[c]; `scratch`
+// holds 2 * channels floats (the fp32 accumulators, flushed every kBnRowFlush rows).
+constexpr int64_t kBnRowFlush = 64;
+void bn_rows_sums(BnType type, const void* dy, const void* x, int64_t rows, int64_t channels,
+                  int64_t row_stride, const float* mean, float* scratch, double* sum_dy,
+                  double* sum_dy_xmu);
+
+}  // namespace cpu
+}  // namespace ascend_ops

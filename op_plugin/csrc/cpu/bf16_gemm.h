@@ -1,0 +1,20 @@
+// A bfloat16 GEMM with fp32 output and fp32 accumulation, on the AVX512-BF16 kernels.
+#pragma once
+
+#include "avx512_kernels.h"
+
+#include <cstdint>
+
+namespace ascend_ops {
+namespace cpu {
+
+// C[m, n] (fp32, leading dimension ldc) = (accumulate ? C : 0) + A[m, k] @ B[k, n].
+// A and B are strided bf16 views, so transposed operands cost nothing extra: they are
+// repacked block by block either way. Work is split over row blocks of C whose size
+// depends on the shape only, and each C element is summed in one fixed order, so the
+// result is bitwise the same for any thread count. Requires avx512_kernels_supported().
+void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c, int64_t ldc,
+               bool accumulate);
+
+}  // namespace cpu
+}  // namespace ascend_ops

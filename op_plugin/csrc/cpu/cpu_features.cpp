@@ -1,0 +1,15 @@
+#include "avx512_kernels.h"
+
+namespace ascend_ops {
+namespace cpu {
+
+bool avx512_kernels_supported() {
+  static const bool supported =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512bf16");
+  return supported;
+}
+
+}  // namespace cpu
+}  // namespace ascend_ops

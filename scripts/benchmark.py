@@ -1,0 +1,279 @@
+#!/usr/bin/env python
+"""Benchmark the CPU kernels against plain torch and against their hardware floors.
+
+For each op, mode, dtype and size, every provider runs in interleaved rounds after a
+warm-up (so machine noise hits all of them alike); the row records the median and
+p20/p80 of the rounds and, for FLCE, the peak extra memory of one call measured in a
+fresh child process. Rows are appended to a CSV keyed by op, provider, mode, dtype,
+size, threads and machine; plot them with scripts/plot_benchmarks.py.
+
+Providers:
+  fused_linear_cross_entropy_loss_grad (bfloat16)
+    ascend_ops      our CPU kernel
+    torch_formula   SPEC §1 in plain torch with fp32 upcasts (ascend_ops.reference)
+    gemm_floor      its bf16 GEMMs alone via torch.matmul: x @ W.T (memory-saving
+                    only), G @ W, G.T @ x
+  batch_norm_reduce_backward (float32, bfloat16)
+    ascend_ops      our CPU kernel
+    torch_formula   SPEC §2 in plain torch (fp32 upcasts)
+    aten_native     aten.native_batch_norm_backward(output_mask=[False, True, True])
+    read_floor      grad_out.sum() + input.sum(): reading both inputs once
+
+    python scripts/benchmark.py                      # the full grid (minutes)
+    python scripts/benchmark.py --quick --csv /tmp/q.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import datetime
+import json
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+import torch
+
+import ascend_ops
+from ascend_ops import reference, testing
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DEFAULT_CSV = ROOT / "scripts" / "results" / "benchmarks.csv"
+FLCE = "fused_linear_cross_entropy_loss_grad"
+BN = "batch_norm_reduce_backward"
+MIB = 1 << 20
+
+
+@dataclasses.dataclass
+class Row:
+    op: str
+    provider: str
+    mode: str
+    dtype: str
+    size: str
+    threads: int
+    machine: str
+    median_s: float
+    p20_s: float
+    p80_s: float
+    rounds: int
+    peak_extra_mib: float | None = None
+    budget_mib: float | None = None
+    outputs_mib: float | None = None
+    torch: str = torch.__version__
+    date: str = dataclasses.field(default_factory=lambda: datetime.date.today().isoformat())
+
+
+def machine_name() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {torch.get_num_threads()} threads"
+
+
+def quantile(sorted_values: list[float], q: float) -> float:
+    position = q * (len(sorted_values) - 1)
+    low = int(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def time_interleaved(providers: dict, rounds: int) -> dict[str, list[float]]:
+    """One warm-up call each, then `rounds` rounds calling every provider once."""
+    for run in providers.values():
+        run()
+    times: dict[str, list[float]] = {name: [] for name in providers}
+    for _ in range(rounds):
+        for name, run in providers.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+# --- fused_linear_cross_entropy_loss_grad ------------------------------------------
+
+def flce_inputs(bt: int, h: int, v: int, mode: str) -> dict:
+    return testing.flce_inputs(testing.FlceCase(bt, h, v, torch.bfloat16, mode, masked_fraction=0.1))
+
+
+def flce_providers(inputs: dict, mode: str) -> dict:
+    x, w = inputs["input"], inputs["weight"]
+    g = torch.randn(x.size(0), w.size(0)).bfloat16()  # stands for the logits gradient
+    softmax = inputs["softmax"]
+
+    def ours():
+        if softmax is not None:  # high-performance mode may use softmax as scratch
+            inputs["softmax"] = softmax
+        return ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl="cpu")
+
+    def formula():
+        return reference.fused_linear_cross_entropy_loss_grad(**inputs)
+
+    def gemm_floor():
+        if mode == testing.MEMORY_SAVING:
+            torch.matmul(x, w.T)
+        torch.matmul(g, w)
+        torch.matmul(g.T, x)
+
+    return {"ascend_ops": ours, "torch_formula": formula, "gemm_floor": gemm_floor}
+
+
+def flce_peak_memory(bt: int, h: int, v: int, mode: str, provider: str) -> float:
+    """Peak extra resident memory (MiB) of one call, in a fresh child process."""
+    code = f"""
+import json, sys
+sys.path.insert(0, {str(ROOT / 'scripts')!r})
+import benchmark, torch
+torch.set_num_threads({torch.get_num_threads()})
+inputs = benchmark.flce_inputs({bt}, {h}, {v}, {mode!r})
+run = benchmark.flce_providers(inputs, {mode!r})[{provider!r}]
+print(json.dumps(benchmark.peak_extra_mib(run)))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _status_kib(field: str) -> int:
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def peak_extra_mib(run) -> float:
+    """Peak resident memory of `run()` above what was resident before it (Linux)."""
+    pathlib.Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM)
+    before = _status_kib("VmRSS")
+    run()
+    return (_status_kib("VmHWM") - before) / 1024
+
+
+def bench_flce(sizes, rounds: int, machine: str, memory: bool) -> list[Row]:
+    rows = []
+    for bt, h, v in sizes:
+        for mode in (testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE):
+            inputs = flce_inputs(bt, h, v, mode)
+            times = time_interleaved(flce_providers(inputs, mode), rounds)
+            outputs_mib = (bt * h + v * h) * 2 / MIB
+            for provider, samples in times.items():
+                samples.sort()
+                row = Row(FLCE, provider, mode, "bfloat16", f"{bt}x{h}x{v}", torch.get_num_threads(),
+                          machine, quantile(samples, 0.5), quantile(samples, 0.2),
+                          quantile(samples, 0.8), rounds, outputs_mib=outputs_mib)
+                if provider == "ascend_ops":
+                    row.budget_mib = 64.0
+                if memory:
+                    row.peak_extra_mib = flce_peak_memory(bt, h, v, mode, provider)
+                rows.append(row)
+                print_row(row)
+            del inputs
+    return rows
+
+
+# --- batch_norm_reduce_backward ----------------------------------------------------
+
+def bn_providers(shape, dtype) -> dict:
+    inputs = testing.bn_inputs(testing.BnCase(shape, dtype, torch.float32, seed=1))
+    dy, x, mean, invstd, weight = (inputs[k] for k in ("grad_out", "input", "mean", "invstd", "weight"))
+    dims = [d for d in range(x.dim()) if d != 1]
+    per_channel = [1, -1] + [1] * (x.dim() - 2)
+
+    def ours():
+        return ascend_ops.batch_norm_reduce_backward(dy, x, mean, invstd, weight, True, True, True,
+                                                     impl="cpu")
+
+    def formula():
+        d = dy.float()
+        sum_dy_xmu = (d * (x.float() - mean.view(per_channel))).sum(dims)
+        return d.sum(dims), sum_dy_xmu, sum_dy_xmu * invstd
+
+    def aten_native():  # mixed types as PyTorch's own CPU BN takes them: fp32 parameters
+        return torch.ops.aten.native_batch_norm_backward(
+            dy, x, weight, None, None, mean, invstd, True, 1e-5, [False, True, True])
+
+    def read_floor():
+        return dy.sum(), x.sum()
+
+    return {"ascend_ops": ours, "torch_formula": formula, "aten_native": aten_native,
+            "read_floor": read_floor}
+
+
+def bench_bn(shapes, dtypes, rounds: int, machine: str) -> list[Row]:
+    rows = []
+    for shape in shapes:
+        for dtype in dtypes:
+            times = time_interleaved(bn_providers(shape, dtype), rounds)
+            for provider, samples in times.items():
+                samples.sort()
+                row = Row(BN, provider, "reduce", str(dtype).removeprefix("torch."),
+                          "x".join(map(str, shape)), torch.get_num_threads(), machine,
+                          quantile(samples, 0.5), quantile(samples, 0.2), quantile(samples, 0.8),
+                          rounds)
+                rows.append(row)
+                print_row(row)
+    return rows
+
+
+def print_row(row: Row) -> None:
+    memory = "" if row.peak_extra_mib is None else f"  peak +{row.peak_extra_mib:.0f} MiB"
+    print(f"{row.op[:24]:<24} {row.mode:<16} {row.dtype:<8} {row.size:<18} {row.provider:<14} "
+          f"median {row.median_s * 1e3:9.2f} ms  (p20 {row.p20_s * 1e3:.2f}, p80 {row.p80_s * 1e3:.2f})"
+          f"{memory}", flush=True)
+
+
+def append_csv(path: pathlib.Path, rows: list[Row]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fields = [f.name for f in dataclasses.fields(Row)]
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        if new:
+            writer.writeheader()
+        writer.writerows(dataclasses.asdict(r) for r in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, two rounds: a smoke run")
+    parser.add_argument("--csv", type=pathlib.Path, default=DEFAULT_CSV, help="CSV to append to")
+    parser.add_argument("--rounds", type=int, help="timed rounds per provider")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
+    parser.add_argument("--op", choices=["flce", "bn"], action="append", help="only this op")
+    parser.add_argument("--no-memory", action="store_true", help="skip the child-process memory runs")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    if not ascend_ops.available_impls()["cpu"].available:
+        print(f"cpu: {ascend_ops.available_impls()['cpu'].reason}", file=sys.stderr)
+        return 2
+    machine = machine_name()
+    ops = args.op or ["flce", "bn"]
+    if args.quick:
+        flce_sizes, bn_shapes, rounds = [(64, 32, 300)], [(4, 8, 6, 6)], args.rounds or 2
+    else:
+        flce_sizes = [(1024, 1024, 8192), (2048, 2048, 16384), (4096, 4096, 16000)]
+        bn_shapes = [(64, 64, 112, 112), (32, 256, 28, 28), (8, 2048, 7, 7)]
+        rounds = args.rounds or 5
+    print(f"machine: {machine}; torch {torch.__version__}")
+    rows = []
+    if "flce" in ops:
+        rows += bench_flce(flce_sizes, rounds, machine, memory=not args.no_memory)
+    if "bn" in ops:
+        rows += bench_bn(bn_shapes, [torch.float32, torch.bfloat16], rounds, machine)
+    append_csv(args.csv, rows)
+    print(f"appended {len(rows)} rows to {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,27 @@
+"""The benchmark's --quick path runs end to end (so it never rots). No timing is asserted:
+performance lives in scripts/benchmark.py, not in tests."""
+
+import csv
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_benchmark_quick_writes_every_provider(tmp_path):
+    out = tmp_path / "bench.csv"
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick",
+                             "--csv", str(out)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = list(csv.DictReader(out.open()))
+    seen = {(r["op"], r["mode"], r["dtype"], r["provider"]) for r in rows}
+    for mode in ("memory-saving", "high-performance"):
+        for provider in ("ascend_ops", "torch_formula", "gemm_floor"):
+            assert ("fused_linear_cross_entropy_loss_grad", mode, "bfloat16", provider) in seen
+    for dtype in ("float32", "bfloat16"):
+        for provider in ("ascend_ops", "torch_formula", "aten_native", "read_floor"):
+            assert ("batch_norm_reduce_backward", "reduce", dtype, provider) in seen
+    flce = [r for r in rows if r["op"] == "fused_linear_cross_entropy_loss_grad"]
+    assert all(float(r["peak_extra_mib"]) >= 0 for r in flce)
+    assert all(float(r["p20_s"]) <= float(r["median_s"]) <= float(r["p80_s"]) for r in rows)
