@@ -8,7 +8,12 @@
 //   s'  = s · exp(m − m') + Σ_j exp(l_j − m')          (sums kept in double)
 // Each row is folded by one thread, blocks in vocabulary order, so the results are
 // bitwise the same for any thread count.
+//
+// The block logits come from the AVX512-BF16 GEMM (bf16 in, fp32 out) for bfloat16 inputs
+// on CPUs that have it; otherwise input chunk and weight block are widened to fp32 for
+// ATen's fp32 GEMM (no exported ATen CPU GEMM takes half in and gives fp32 out).
 #include "../validation.h"
+#include "bf16_gemm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -17,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace ascend_ops {
@@ -47,15 +53,24 @@ void online_max_sum(const at::Tensor& input, const at::Tensor& weight,
                                             std::max<int64_t>(vocab, 1));
   const int64_t chunk = std::clamp<int64_t>(kRowChunkBytes / ((h + block) * 4), 1, bt);
   at::Tensor logits_buffer = at::empty({chunk * block}, input.options().dtype(at::kFloat));
+  const bool bf16_gemm = std::is_same_v<T, at::BFloat16> && cpu::avx512_kernels_supported();
+  const auto* x_bits = reinterpret_cast<const uint16_t*>(input.const_data_ptr<T>());
+  const auto* w_bits = reinterpret_cast<const uint16_t*>(weight.const_data_ptr<T>());
 
   for (int64_t row0 = 0; row0 < bt; row0 += chunk) {
     const int64_t rows = std::min(chunk, bt - row0);
-    const at::Tensor x = input.narrow(0, row0, rows).to(at::kFloat);  // rows x H
+    const at::Tensor x = bf16_gemm ? at::Tensor() : input.narrow(0, row0, rows).to(at::kFloat);
     for (int64_t col0 = 0; col0 < vocab; col0 += block) {
       const int64_t cols = std::min(block, vocab - col0);
-      const at::Tensor w = weight.narrow(0, col0, cols).to(at::kFloat);  // cols x H
       at::Tensor logits = logits_buffer.narrow(0, 0, rows * cols).view({rows, cols});
-      at::mm_out(logits, x, w.t());  // rows x cols, fp32
+      if (bf16_gemm) {  // [rows, H] @ [H, cols] (the weight block read transposed), fp32 out
+        cpu::bf16_gemm(cpu::Bf16View{x_bits + row0 * h, h, 1},
+                       cpu::Bf16View{w_bits + col0 * h, 1, h}, rows, cols, h,
+                       logits.mutable_data_ptr<float>(), cols, false);
+      } else {
+        const at::Tensor w = weight.narrow(0, col0, cols).to(at::kFloat);  // cols x H
+        at::mm_out(logits, x, w.t());  // rows x cols, fp32
+      }
       const float* l = logits.const_data_ptr<float>();
       at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
