@@ -23,7 +23,7 @@ import gen_registration  # noqa: E402
 def test_registered_schemas_are_the_yaml_ones():
     namespace, ops = gen_registration.load_ops()
     assert namespace == "ascend_ops"
-    assert len(ops) == 2
+    assert len(ops) == 4
     for op in ops:
         name = op["func"].split("(")[0]
         registered = getattr(torch.ops.ascend_ops, name).default._schema
@@ -141,8 +141,11 @@ def test_main_job_prints_a_passing_parity_table():
     out = result.stdout
     assert "cpu        available" in out and "reference  available" in out
     assert "sim        available" in out
-    for op in ("fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward"):
-        for impl in ("cpu", "reference", "sim"):
+    for op, impls in (("fused_linear_cross_entropy_loss_grad", ("cpu", "reference", "sim")),
+                      ("batch_norm_reduce_backward", ("cpu", "reference", "sim")),
+                      ("fused_linear_online_max_sum", ("cpu", "reference")),
+                      ("fused_cross_entropy_loss_with_max_sum", ("cpu", "reference"))):
+        for impl in impls:
             assert any(line.startswith(op) and f" {impl} " in line and line.rstrip().endswith("pass")
                        for line in out.splitlines()), out
     assert "FAIL" not in out
@@ -164,5 +167,5 @@ def test_parity_script_writes_csv(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     lines = out.read_text().splitlines()
     assert lines[0].startswith("machine,torch,op,impl,dtype")
-    assert len(lines) == 1 + 5  # FLCE: 2 dtypes, BN: 3 dtypes
+    assert len(lines) == 1 + 10  # FLCE: 2 dtypes, BN: 3, online max-sum: 2, loss: 3
     assert all(line.endswith(",True,") for line in lines[1:])

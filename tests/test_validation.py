@@ -165,5 +165,12 @@ def test_cpu_impl_refuses_other_devices():
         ascend_ops.batch_norm_reduce_backward(**inputs, impl="cpu")
     with pytest.raises(ValueError, match="impl='sim' needs CPU tensors"):
         ascend_ops.batch_norm_reduce_backward(**inputs, impl="sim")
-    with pytest.raises(RuntimeError, match="no implementation runs on meta"):
+    with pytest.raises(RuntimeError, match="no implementation of batch_norm_reduce_backward runs on meta"):
         ascend_ops.batch_norm_reduce_backward(**inputs)
+
+
+@pytest.mark.parametrize("impl", ["sim", "npu"])
+def test_forward_ops_name_the_implementations_they_have(impl):
+    inputs = testing.online_inputs(testing.online_cases()[0])
+    with pytest.raises(ValueError, match=rf"impl='{impl}' does not implement fused_linear_online_max_sum"):
+        ascend_ops.fused_linear_online_max_sum(**inputs, impl=impl)

@@ -11,6 +11,8 @@ namespace {
 
 constexpr const char* kFlce = "fused_linear_cross_entropy_loss_grad";
 constexpr const char* kBn = "batch_norm_reduce_backward";
+constexpr const char* kOnline = "fused_linear_online_max_sum";
+constexpr const char* kLoss = "fused_cross_entropy_loss_with_max_sum";
 
 // The spelling Python users know: torch.bfloat16, not BFloat16.
 std::string dtype_name(at::ScalarType t) {
@@ -47,6 +49,12 @@ void check_length(const char* op, const char* name, const at::Tensor& t,
                   const c10::SymInt& length, const char* what) {
   TORCH_CHECK_VALUE(t.sym_size(0) == length, op, ": '", name, "' must have length ",
                     what, " = ", length, ", got ", t.sym_size(0));
+}
+
+void check_label_smoothing(const char* op, double label_smoothing) {
+  TORCH_CHECK_VALUE(label_smoothing == 0.0, op,
+                    ": 'label_smoothing' must be 0.0 (only 0.0 is supported, as on the NPU), got ",
+                    label_smoothing);
 }
 
 }  // namespace
@@ -105,9 +113,7 @@ void check_fused_linear_cross_entropy_loss_grad(
   }
   check_same_device(op, "target_mask", target_mask, input);
 
-  TORCH_CHECK_VALUE(label_smoothing == 0.0, op,
-                    ": 'label_smoothing' must be 0.0 (only 0.0 is supported, as on the NPU), got ",
-                    label_smoothing);
+  check_label_smoothing(op, label_smoothing);
 
   if (softmax.has_value()) {
     // High-performance mode: the forward kept the softmax.
@@ -192,6 +198,88 @@ void check_batch_norm_reduce_backward(
   check_per_channel("invstd", invstd);
   if (weight.has_value()) {
     check_per_channel("weight", *weight);
+  }
+}
+
+void check_fused_linear_online_max_sum(
+    const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target,
+    int64_t vocab_start_index, int64_t vocab_end_index) {
+  const char* op = kOnline;
+  TORCH_CHECK_TYPE(is_half(input.scalar_type()), op,
+                   ": 'input' must be torch.float16 or torch.bfloat16, got ",
+                   dtype_name(input.scalar_type()));
+  check_dim(op, "input", input, 2);
+  const c10::SymInt bt = input.sym_size(0);
+  const c10::SymInt h = input.sym_size(1);
+
+  TORCH_CHECK_TYPE(weight.scalar_type() == input.scalar_type(), op,
+                   ": 'weight' must have the dtype of 'input' (",
+                   dtype_name(input.scalar_type()), "), got ",
+                   dtype_name(weight.scalar_type()));
+  check_dim(op, "weight", weight, 2);
+  TORCH_CHECK_VALUE(weight.sym_size(1) == h, op, ": 'weight' must be [V, H] with H = ", h,
+                    " (input.size(1)), got shape ", weight.sym_sizes());
+  const c10::SymInt v = weight.sym_size(0);
+  check_same_device(op, "weight", weight, input);
+
+  const at::ScalarType target_type = target.scalar_type();
+  TORCH_CHECK_TYPE(target_type == at::kInt || target_type == at::kLong, op,
+                   ": 'target' must be torch.int32 or torch.int64, got ",
+                   dtype_name(target_type));
+  check_dim(op, "target", target, 1);
+  check_length(op, "target", target, bt, "BT (input.size(0))");
+  check_same_device(op, "target", target, input);
+
+  TORCH_CHECK_VALUE(vocab_start_index >= 0, op,
+                    ": 'vocab_start_index' must be >= 0, got ", vocab_start_index);
+  TORCH_CHECK_VALUE(vocab_end_index >= vocab_start_index, op,
+                    ": 'vocab_end_index' must be >= vocab_start_index = ", vocab_start_index,
+                    ", got ", vocab_end_index);
+  // End exclusive: the shard's columns are [start, end), at most V of them.
+  TORCH_CHECK_VALUE(v >= vocab_end_index - vocab_start_index, op,
+                    ": 'vocab_end_index' must be <= vocab_start_index + V = ",
+                    vocab_start_index, " + ", v, " (the shard holds weight.size(0) columns), got ",
+                    vocab_end_index);
+}
+
+void check_fused_cross_entropy_loss_with_max_sum(
+    const at::Tensor& logits_max, const at::Tensor& sum_exp_logits,
+    const at::Tensor& predicted_logits, double label_smoothing,
+    const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& vocab_parallel_logits) {
+  const char* op = kLoss;
+  TORCH_CHECK_TYPE(logits_max.scalar_type() == at::kFloat, op,
+                   ": 'logits_max' must be torch.float32, got ",
+                   dtype_name(logits_max.scalar_type()));
+  check_dim(op, "logits_max", logits_max, 1);
+  const c10::SymInt bt = logits_max.sym_size(0);
+  const std::pair<const char*, const at::Tensor*> stats[] = {
+      {"sum_exp_logits", &sum_exp_logits}, {"predicted_logits", &predicted_logits}};
+  for (const auto& [name, t] : stats) {
+    TORCH_CHECK_TYPE(t->scalar_type() == at::kFloat, op, ": '", name,
+                     "' must be torch.float32, got ", dtype_name(t->scalar_type()));
+    check_dim(op, name, *t, 1);
+    check_length(op, name, *t, bt, "BT (logits_max.size(0))");
+    TORCH_CHECK_VALUE(t->device() == logits_max.device(), op, ": '", name,
+                      "' must be on the device of 'logits_max' (", logits_max.device(),
+                      "), got ", t->device());
+  }
+  check_label_smoothing(op, label_smoothing);
+  TORCH_CHECK_VALUE(!input.has_value(), op,
+                    ": 'input' must be None (only None is supported, as on the NPU), got a tensor");
+  TORCH_CHECK_VALUE(!weight.has_value(), op,
+                    ": 'weight' must be None (only None is supported, as on the NPU), got a tensor");
+  if (vocab_parallel_logits.has_value()) {
+    const at::Tensor& logits = *vocab_parallel_logits;
+    const at::ScalarType s = logits.scalar_type();
+    TORCH_CHECK_TYPE(s == at::kFloat || is_half(s), op,
+                     ": 'vocab_parallel_logits' must be torch.float32, torch.float16 or "
+                     "torch.bfloat16, got ", dtype_name(s));
+    check_dim(op, "vocab_parallel_logits", logits, 2);
+    check_length(op, "vocab_parallel_logits", logits, bt, "BT (logits_max.size(0)) in dim 0");
+    TORCH_CHECK_VALUE(logits.device() == logits_max.device(), op,
+                      ": 'vocab_parallel_logits' must be on the device of 'logits_max' (",
+                      logits_max.device(), "), got ", logits.device());
   }
 }
 

@@ -1,4 +1,4 @@
-// The one validation of each operator (SPEC §1, §2), shared by every implementation:
+// The one validation of each operator (SPEC §1, §2, §3), shared by every implementation:
 // the CPU and NPU kernels call it in C++, the reference and the fake kernels call it
 // from Python through ascend_ops._C. A failed check throws c10::TypeError (wrong dtype)
 // or c10::ValueError (anything else), which Python sees as TypeError / ValueError, with
@@ -30,6 +30,20 @@ void check_scratch_bytes(const char* op, std::optional<int64_t> scratch_bytes);
 void check_batch_norm_reduce_backward(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
     const at::Tensor& invstd, const std::optional<at::Tensor>& weight);
+
+// SPEC §3. Requires 0 <= vocab_start_index <= vocab_end_index <= vocab_start_index + V
+// (end exclusive), so every target inside the range has a column in this shard.
+void check_fused_linear_online_max_sum(
+    const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target,
+    int64_t vocab_start_index, int64_t vocab_end_index);
+
+// SPEC §3: the three global row statistics, and `input`/`weight` must be None (as on the
+// NPU, which accepts nothing else there yet).
+void check_fused_cross_entropy_loss_with_max_sum(
+    const at::Tensor& logits_max, const at::Tensor& sum_exp_logits,
+    const at::Tensor& predicted_logits, double label_smoothing,
+    const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& vocab_parallel_logits);
 
 // torch_npu's rule for the dtype of the four sums: float16 when input and mean are both
 // float16, float32 otherwise (a bfloat16 input gives float32 sums).

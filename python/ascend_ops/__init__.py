@@ -1,6 +1,7 @@
-"""ascend_ops: fused linear cross entropy backward and batch-norm reduce backward,
-registered as torch operators (`torch.ops.ascend_ops.*`) with a C++ CPU kernel and a
-plain-torch reference, sharing one validation.
+"""ascend_ops: fused linear cross entropy (forward companions and backward) and batch-norm
+reduce backward, registered as torch operators (`torch.ops.ascend_ops.*`) with a C++ CPU
+kernel and a plain-torch reference sharing one validation; and the training API built on
+them: `linear_cross_entropy` (vocab-parallel) and `nn.SyncBatchNorm` over torch.distributed.
 """
 
 from __future__ import annotations
@@ -10,14 +11,34 @@ import sys
 from . import _extension, reference
 from ._impls import IMPLS, ImplStatus, available_impls
 from .masks import pack_target_mask, unpack_target_mask
-from .ops import batch_norm_reduce_backward, fused_linear_cross_entropy_loss_grad
+from .ops import (
+    batch_norm_reduce_backward,
+    fused_cross_entropy_loss_with_max_sum,
+    fused_linear_cross_entropy_loss_grad,
+    fused_linear_online_max_sum,
+)
+from .npu_compat import (
+    npu_fused_cross_entropy_loss_with_max_sum,
+    npu_fused_linear_cross_entropy_loss_with_max_sum_backward,
+    npu_fused_linear_online_max_sum,
+)
+from .vocab_parallel import linear_cross_entropy
+from . import distributed, nn  # noqa: E402  (need the ops above)
 
 __all__ = [
     "IMPLS",
     "ImplStatus",
     "available_impls",
     "batch_norm_reduce_backward",
+    "distributed",
+    "fused_cross_entropy_loss_with_max_sum",
     "fused_linear_cross_entropy_loss_grad",
+    "fused_linear_online_max_sum",
+    "linear_cross_entropy",
+    "nn",
+    "npu_fused_cross_entropy_loss_with_max_sum",
+    "npu_fused_linear_cross_entropy_loss_with_max_sum_backward",
+    "npu_fused_linear_online_max_sum",
     "pack_target_mask",
     "reference",
     "unpack_target_mask",
@@ -25,9 +46,10 @@ __all__ = [
 __version__ = "0.1.0"
 
 if _extension.load_error is None:
-    from . import _fake
+    from . import _aten, _fake
 
     _fake.register()
+    _aten.register()
     if "torch_npu" in sys.modules:
         # Registers the NPU kernels now, so direct torch.ops.ascend_ops calls on NPU
         # tensors find them too (otherwise the first impl choice loads them).

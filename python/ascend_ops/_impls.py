@@ -16,6 +16,17 @@ __all__ = ["ImplStatus", "available_impls", "IMPLS"]
 #: "sim": the Ascend C kernels on the project's CPU simulator (ascendc_kernels/).
 IMPLS = ("cpu", "npu", "reference", "sim")
 
+#: The implementations of each operator. The Ascend C kernels (sim) and the NPU adapter
+#: cover the two backward operators; the forward companions run on cpu and reference.
+BACKWARD_IMPLS = IMPLS
+FORWARD_IMPLS = ("cpu", "reference")
+OP_IMPLS = {
+    "fused_linear_cross_entropy_loss_grad": BACKWARD_IMPLS,
+    "batch_norm_reduce_backward": BACKWARD_IMPLS,
+    "fused_linear_online_max_sum": FORWARD_IMPLS,
+    "fused_cross_entropy_loss_with_max_sum": FORWARD_IMPLS,
+}
+
 
 @dataclass(frozen=True)
 class ImplStatus:
@@ -40,18 +51,24 @@ def available_impls() -> dict[str, ImplStatus]:
     return status
 
 
-def resolve(impl: str, device: torch.device) -> str:
-    """The implementation to run for `impl` on tensors of `device`; raises if it cannot run."""
+def resolve(impl: str, device: torch.device, op: str) -> str:
+    """The implementation of `op` to run for `impl` on tensors of `device`; raises if it
+    cannot run."""
     if impl != "auto" and impl not in IMPLS:
         raise ValueError(f"impl must be 'auto' or one of {IMPLS}, got {impl!r}")
+    mine = OP_IMPLS[op]
+    if impl != "auto" and impl not in mine:
+        raise ValueError(f"impl={impl!r} does not implement {op}; its implementations are {mine}")
     status = available_impls()
     if impl == "auto":
         if device.type == "cpu" and status["cpu"].available:
             return "cpu"
-        if device.type in _npu_adapter.NPU_DEVICE_TYPES and status["npu"].available:
+        if (device.type in _npu_adapter.NPU_DEVICE_TYPES and "npu" in mine
+                and status["npu"].available):
             return "npu"
-        reasons = "; ".join(f"{name}: {why_not(name, device, status[name])}" for name in IMPLS)
-        raise RuntimeError(f"impl='auto': no implementation runs on {device} tensors ({reasons})")
+        reasons = "; ".join(f"{name}: {why_not(name, device, status[name])}" for name in mine)
+        raise RuntimeError(f"impl='auto': no implementation of {op} runs on {device} tensors "
+                           f"({reasons})")
     if not status[impl].available:
         raise RuntimeError(f"impl={impl!r} is not available: {status[impl].reason}")
     if impl in ("cpu", "sim") and device.type != "cpu":

@@ -8,7 +8,8 @@ from . import _sim, reference
 from ._extension import native
 from ._impls import resolve
 
-__all__ = ["fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward"]
+__all__ = ["fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward",
+           "fused_linear_online_max_sum", "fused_cross_entropy_loss_with_max_sum"]
 
 
 def fused_linear_cross_entropy_loss_grad(
@@ -57,7 +58,7 @@ def fused_linear_cross_entropy_loss_grad(
     """
     args = (grad, input, weight, target_mask, masked_target, label_smoothing,
             logits_max, sum_exp_logits, softmax)
-    chosen = resolve(impl, input.device)
+    chosen = resolve(impl, input.device, "fused_linear_cross_entropy_loss_grad")
     if chosen in ("reference", "sim"):
         native().check_fused_linear_cross_entropy_loss_grad(*args, check_values=True)
         native().check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes)
@@ -102,9 +103,87 @@ def batch_norm_reduce_backward(
         for; float16 when input and mean are both float16, float32 otherwise.
     """
     args = (grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g)
-    chosen = resolve(impl, input.device)
+    chosen = resolve(impl, input.device, "batch_norm_reduce_backward")
     if chosen in ("reference", "sim"):
         native().check_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight)
         backend = reference if chosen == "reference" else _sim
         return backend.batch_norm_reduce_backward(*args)
     return torch.ops.ascend_ops.batch_norm_reduce_backward(*args)
+
+
+def fused_linear_online_max_sum(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    target: torch.Tensor,
+    vocab_start_index: int,
+    vocab_end_index: int,
+    return_logits: bool = False,
+    *,
+    impl: str = "auto",
+) -> tuple[torch.Tensor, ...]:
+    """This shard's row statistics of `logits = input @ weight.T` (SPEC §3, forward, local)::
+
+        logits_max = logits.float().amax(1)
+        sum_exp_logits = torch.exp(logits.float() - logits_max[:, None]).sum(1)
+        masked = (target < vocab_start_index) | (target >= vocab_end_index)
+        masked_target = torch.where(masked, 0, target - vocab_start_index)
+        predicted_logits = torch.where(masked, 0, logits[rows, masked_target] - logits_max)
+
+    Args:
+        input, weight: float16 or bfloat16 [BT, H] and [V, H] (this rank's vocabulary
+            shard), one dtype.
+        target: int32 or int64 [BT], global vocabulary ids.
+        vocab_start_index, vocab_end_index: this shard's ids, [start, end) with
+            0 <= start <= end <= start + V.
+        return_logits: also return the logits (high-performance mode); otherwise the
+            [BT, V] logits are never held, only row chunks of them.
+        impl: "auto" (by device), "cpu" or "reference"; see `available_impls()`.
+
+    Returns:
+        (logits_max, sum_exp_logits, predicted_logits) float32 [BT]; target_mask uint8
+        [ceil(BT/8)], bit-packed LSB first, padding bits 1; masked_target [BT] in target's
+        dtype; vocab_parallel_logits [BT, V] in input's dtype, or empty.
+    """
+    args = (input, weight, target, vocab_start_index, vocab_end_index, return_logits)
+    if resolve(impl, input.device, "fused_linear_online_max_sum") == "reference":
+        native().check_fused_linear_online_max_sum(*args[:5])
+        return reference.fused_linear_online_max_sum(*args)
+    return torch.ops.ascend_ops.fused_linear_online_max_sum(*args)
+
+
+def fused_cross_entropy_loss_with_max_sum(
+    logits_max: torch.Tensor,
+    sum_exp_logits: torch.Tensor,
+    predicted_logits: torch.Tensor,
+    *,
+    label_smoothing: float = 0.0,
+    input: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+    vocab_parallel_logits: torch.Tensor | None = None,
+    impl: str = "auto",
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-row loss from the GLOBAL row statistics, and the softmax of kept logits (SPEC §3)::
+
+        loss = torch.log(sum_exp_logits) - predicted_logits
+        softmax = torch.exp(vocab_parallel_logits.float() - logits_max[:, None]) / sum_exp_logits[:, None]
+
+    Args:
+        logits_max, sum_exp_logits, predicted_logits: float32 [BT], combined over every
+            vocabulary shard (see `ascend_ops.linear_cross_entropy` for the combination).
+        label_smoothing: only 0.0 is supported. input, weight: only None is supported.
+        vocab_parallel_logits: [BT, V] float32/float16/bfloat16, or None for no softmax.
+        impl: "auto" (by device), "cpu" or "reference"; see `available_impls()`.
+
+    Returns:
+        (loss float32 [BT], softmax float32 [BT, V] or empty).
+    """
+    if resolve(impl, logits_max.device, "fused_cross_entropy_loss_with_max_sum") == "reference":
+        native().check_fused_cross_entropy_loss_with_max_sum(
+            logits_max, sum_exp_logits, predicted_logits, label_smoothing, input, weight,
+            vocab_parallel_logits)
+        return reference.fused_cross_entropy_loss_with_max_sum(
+            logits_max, sum_exp_logits, predicted_logits, label_smoothing=label_smoothing,
+            input=input, weight=weight, vocab_parallel_logits=vocab_parallel_logits)
+    return torch.ops.ascend_ops.fused_cross_entropy_loss_with_max_sum(
+        logits_max, sum_exp_logits, predicted_logits, label_smoothing=label_smoothing,
+        input=input, weight=weight, vocab_parallel_logits=vocab_parallel_logits)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from . import ops, testing
-from ._impls import available_impls
+from ._impls import OP_IMPLS, available_impls
 
 
 @dataclass
@@ -38,8 +38,8 @@ def _op_rows(op: str, impl: str, groups: dict, run, oracle, naive) -> list[Parit
         row = ParityRow(op, impl, str(dtype).removeprefix("torch."), 0, 0.0, 0.0, True, "")
         for case, inputs in cases:
             outputs = run(_clone(inputs), impl)
-            for name, ours, ref, low in zip(("out0", "out1", "out2", "out3"), outputs,
-                                            oracle(inputs), naive(inputs)):
+            for index, (ours, ref, low) in enumerate(zip(outputs, oracle(inputs), naive(inputs))):
+                name = f"out{index}"
                 if ours is None:
                     continue
                 result = testing.compare(ours, ref, low)
@@ -64,16 +64,31 @@ def parity_rows(impls: list[str] | None = None) -> list[ParityRow]:
     for case in testing.bn_cases():
         bn_groups.setdefault(case.dtype, []).append((case, testing.bn_inputs(case)))
 
+    online_groups: dict = {}
+    for case in testing.online_cases():
+        online_groups.setdefault(case.dtype, []).append((case, testing.online_inputs(case)))
+    loss_groups: dict = {}
+    for case in testing.loss_cases():
+        loss_groups.setdefault(case.logits_dtype or torch.float32, []).append(
+            (case, testing.loss_inputs(case)))
+
     rows = []
+    grids = [
+        ("fused_linear_cross_entropy_loss_grad", flce_groups, ops.fused_linear_cross_entropy_loss_grad,
+         testing.flce_oracle, testing.flce_naive),
+        ("batch_norm_reduce_backward", bn_groups, ops.batch_norm_reduce_backward,
+         testing.bn_oracle, testing.bn_naive),
+        ("fused_linear_online_max_sum", online_groups, ops.fused_linear_online_max_sum,
+         testing.online_oracle, testing.online_naive),
+        ("fused_cross_entropy_loss_with_max_sum", loss_groups, ops.fused_cross_entropy_loss_with_max_sum,
+         testing.loss_oracle, testing.loss_naive),
+    ]
     for impl in impls:
-        rows += _op_rows(
-            "fused_linear_cross_entropy_loss_grad", impl, flce_groups,
-            lambda inputs, impl: ops.fused_linear_cross_entropy_loss_grad(**inputs, impl=impl),
-            testing.flce_oracle, testing.flce_naive)
-        rows += _op_rows(
-            "batch_norm_reduce_backward", impl, bn_groups,
-            lambda inputs, impl: ops.batch_norm_reduce_backward(**inputs, impl=impl),
-            testing.bn_oracle, testing.bn_naive)
+        for op, groups, function, oracle, naive in grids:
+            if impl in OP_IMPLS[op]:  # e.g. sim implements only the backward operators
+                rows += _op_rows(op, impl, groups,
+                                 lambda inputs, impl, function=function: function(**inputs, impl=impl),
+                                 oracle, naive)
     return rows
 
 

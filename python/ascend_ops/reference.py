@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import torch
 
-from .masks import unpack_target_mask
+from .masks import pack_target_mask, unpack_target_mask
 
 __all__ = ["fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward",
-           "batch_norm_reduce_output_dtype"]
+           "batch_norm_reduce_output_dtype", "fused_linear_online_max_sum",
+           "fused_cross_entropy_loss_with_max_sum"]
 
 
 def fused_linear_cross_entropy_loss_grad(
@@ -79,3 +80,59 @@ def batch_norm_reduce_backward(
         grad_weight.to(out) if weight_g else None,
         sum_dy.to(out) if bias_g else None,
     )
+
+
+def fused_linear_online_max_sum(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    target: torch.Tensor,
+    vocab_start_index: int,
+    vocab_end_index: int,
+    return_logits: bool = False,
+    *,
+    compute_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, ...]:
+    """SPEC §3: this shard's row max, Σ exp(logit − max) and target logit − max, the
+    bit-packed target mask, the local targets and (return_logits) the logits."""
+    ct = compute_dtype or torch.float32
+    logits = input.to(ct) @ weight.to(ct).T  # BT x V
+    if logits.size(1):
+        logits_max = logits.amax(dim=1)
+    else:  # an empty shard: the max of nothing, so that it loses every all-reduce max
+        logits_max = torch.full((logits.size(0),), -torch.inf, dtype=ct, device=logits.device)
+    sum_exp_logits = torch.exp(logits - logits_max[:, None]).sum(dim=1)
+    masked = (target < vocab_start_index) | (target >= vocab_end_index)
+    masked_target = torch.where(masked, 0, target - vocab_start_index).to(target.dtype)
+    rows = torch.arange(target.size(0), device=target.device)
+    picked = logits[rows, masked_target.long()] if logits.size(1) else torch.zeros_like(logits_max)
+    predicted_logits = torch.where(masked, 0, picked - logits_max)
+    stats = logits_max, sum_exp_logits, predicted_logits
+    if compute_dtype is None:
+        stats = tuple(s.float() for s in stats)
+    vocab_parallel_logits = logits.to(input.dtype) if return_logits else input.new_empty(0)
+    if return_logits and compute_dtype is not None:
+        vocab_parallel_logits = logits  # the oracle keeps them unrounded
+    return (*stats, pack_target_mask(masked), masked_target, vocab_parallel_logits)
+
+
+def fused_cross_entropy_loss_with_max_sum(
+    logits_max: torch.Tensor,
+    sum_exp_logits: torch.Tensor,
+    predicted_logits: torch.Tensor,
+    *,
+    label_smoothing: float = 0.0,
+    input: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+    vocab_parallel_logits: torch.Tensor | None = None,
+    compute_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """SPEC §3: loss = log(S) − predicted from the global statistics, and the softmax of
+    the kept logits."""
+    ct = compute_dtype or torch.float32
+    loss = torch.log(sum_exp_logits.to(ct)) - predicted_logits.to(ct)
+    if vocab_parallel_logits is None:
+        softmax = logits_max.new_empty(0, dtype=ct)
+    else:
+        softmax = (torch.exp(vocab_parallel_logits.to(ct) - logits_max.to(ct)[:, None])
+                   / sum_exp_logits.to(ct)[:, None])
+    return loss, softmax

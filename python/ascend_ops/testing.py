@@ -13,11 +13,15 @@ import torch
 
 from .masks import pack_target_mask
 from .reference import batch_norm_reduce_backward as _bn_reference
+from .reference import fused_cross_entropy_loss_with_max_sum as _loss_reference
 from .reference import fused_linear_cross_entropy_loss_grad as _flce_reference
+from .reference import fused_linear_online_max_sum as _online_reference
 
 __all__ = [
     "FlceCase", "BnCase", "flce_cases", "bn_cases", "flce_inputs", "bn_inputs",
     "Comparison", "compare", "tolerance", "flce_oracle", "bn_oracle",
+    "OnlineCase", "online_cases", "online_inputs", "online_oracle", "online_naive",
+    "LossCase", "loss_cases", "loss_inputs", "loss_oracle", "loss_naive",
 ]
 
 MEMORY_SAVING = "memory-saving"
@@ -88,6 +92,66 @@ def bn_cases(dtypes=(torch.float32, torch.float16, torch.bfloat16)) -> list[BnCa
     return cases
 
 
+@dataclass(frozen=True)
+class OnlineCase:
+    """fused_linear_online_max_sum on a shard [vocab_start, vocab_start + v) of a vocabulary
+    of `vocab` ids (targets drawn from all of it, so some rows are masked)."""
+
+    bt: int
+    h: int
+    v: int
+    dtype: torch.dtype = torch.bfloat16
+    return_logits: bool = False
+    target_dtype: torch.dtype = torch.int64
+    vocab_start: int = 0
+    vocab: int | None = None  # default: 3 shards' worth
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        dt = str(self.dtype).removeprefix("torch.")
+        logits = "-logits" if self.return_logits else ""
+        return f"bt{self.bt}-h{self.h}-v{self.v}-start{self.vocab_start}-{dt}{logits}"
+
+
+@dataclass(frozen=True)
+class LossCase:
+    """fused_cross_entropy_loss_with_max_sum; `logits_dtype` None: no softmax asked for."""
+
+    bt: int
+    v: int
+    logits_dtype: torch.dtype | None = torch.float32
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        dt = "none" if self.logits_dtype is None else str(self.logits_dtype).removeprefix("torch.")
+        return f"bt{self.bt}-v{self.v}-logits-{dt}"
+
+
+def online_cases(dtypes=(torch.float16, torch.bfloat16)) -> list[OnlineCase]:
+    """Odd sizes, both target dtypes, a shard in the middle, H = 1, V = 1, BT = 0."""
+    cases = []
+    for dtype in dtypes:
+        for logits in (False, True):
+            cases += [
+                OnlineCase(37, 65, 203, dtype, logits, torch.int64, vocab_start=203),
+                OnlineCase(64, 128, 256, dtype, logits, torch.int32, vocab_start=0, seed=1),
+                OnlineCase(13, 1, 129, dtype, logits, torch.int32, vocab_start=258, seed=2),
+                OnlineCase(9, 33, 1, dtype, logits, torch.int64, vocab_start=1, vocab=3, seed=3),
+                OnlineCase(0, 16, 40, dtype, logits, torch.int64),
+            ]
+    return cases
+
+
+def loss_cases(dtypes=(torch.float32, torch.float16, torch.bfloat16)) -> list[LossCase]:
+    cases = []
+    for dtype in dtypes:
+        cases += [LossCase(37, 203, dtype), LossCase(64, 7, dtype, seed=1),
+                  LossCase(0, 11, dtype)]
+    return cases + [LossCase(29, 50, None, seed=2)]
+
+
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
@@ -147,6 +211,49 @@ def bn_inputs(case: BnCase) -> dict[str, torch.Tensor | bool | None]:
                 input_g=True, weight_g=True, bias_g=True)
 
 
+def online_inputs(case: OnlineCase) -> dict:
+    """Arguments of fused_linear_online_max_sum for `case`."""
+    gen = _generator(case.seed)
+    vocab = case.vocab if case.vocab is not None else 3 * case.v
+    input = (torch.randn(case.bt, case.h, generator=gen) / math.sqrt(max(case.h, 1)) * 4).to(case.dtype)
+    weight = torch.randn(case.v, case.h, generator=gen).to(case.dtype)
+    target = torch.randint(0, vocab, (case.bt,), generator=gen).to(case.target_dtype)
+    return dict(input=input, weight=weight, target=target, vocab_start_index=case.vocab_start,
+                vocab_end_index=case.vocab_start + case.v, return_logits=case.return_logits)
+
+
+def online_oracle(inputs: dict) -> tuple[torch.Tensor, ...]:
+    return _online_reference(**inputs, compute_dtype=torch.float64)
+
+
+def online_naive(inputs: dict) -> tuple[torch.Tensor, ...]:
+    return _online_reference(**inputs, compute_dtype=inputs["input"].dtype)
+
+
+def loss_inputs(case: LossCase) -> dict:
+    """Global statistics consistent with some logits (S >= 1, P <= 0) and those logits."""
+    gen = _generator(case.seed)
+    logits = torch.randn(case.bt, case.v, generator=gen, dtype=torch.float64) * 3
+    global_max = logits.amax(dim=1) if case.v else torch.zeros(case.bt, dtype=torch.float64)
+    # Other shards hold the max of some rows and add to every sum.
+    global_max = global_max + torch.rand(case.bt, generator=gen, dtype=torch.float64)
+    sum_exp = torch.exp(logits - global_max[:, None]).sum(dim=1) + torch.rand(
+        case.bt, generator=gen, dtype=torch.float64) * case.v
+    predicted = logits[:, 0] - global_max if case.v else torch.zeros(case.bt, dtype=torch.float64)
+    vocab_parallel_logits = None if case.logits_dtype is None else logits.to(case.logits_dtype)
+    return dict(logits_max=global_max.float(), sum_exp_logits=sum_exp.float(),
+                predicted_logits=predicted.float(), label_smoothing=0.0,
+                vocab_parallel_logits=vocab_parallel_logits)
+
+
+def loss_oracle(inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    return _loss_reference(**inputs, compute_dtype=torch.float64)
+
+
+def loss_naive(inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    return _loss_reference(**inputs)
+
+
 def flce_oracle(inputs: dict) -> tuple[torch.Tensor, torch.Tensor]:
     """The float64 reference of SPEC §1's math (outputs in float64, unrounded)."""
     return _flce_reference(**inputs, compute_dtype=torch.float64)
@@ -196,6 +303,10 @@ def compare(ours: torch.Tensor, oracle: torch.Tensor, naive: torch.Tensor | None
     dtype = dtype or ours.dtype
     if ours.shape != oracle.shape:
         return Comparison(math.inf, math.inf, False, f"shape {tuple(ours.shape)} != {tuple(oracle.shape)}")
+    if not ours.dtype.is_floating_point:  # masks and indices: exact
+        same = ours.dtype == oracle.dtype and torch.equal(ours, oracle)
+        return Comparison(0.0 if same else math.inf, 0.0 if same else math.inf, same,
+                          "" if same else f"{ours.dtype} values differ from the reference's {oracle.dtype}")
     if ours.numel() == 0:
         return Comparison(0.0, 0.0, True)
     atol, rtol = tolerance(dtype, oracle)

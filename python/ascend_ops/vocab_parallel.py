@@ -1,0 +1,153 @@
+"""linear_cross_entropy: vocab-parallel cross entropy fused with the LM head, differentiable,
+over torch.distributed.
+
+    loss = F.cross_entropy(input @ full_weight.T, target)
+
+where `full_weight` is the concatenation, over the ranks of `process_group`, of each
+rank's vocabulary shard `weight` [V, H]. No rank ever holds the full logits, and in
+memory-saving mode not even its own [BT, V] block: the forward keeps only row statistics
+and the backward recomputes the logits chunk by chunk (fused_linear_cross_entropy_loss_grad).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from . import ops
+from .masks import unpack_target_mask
+
+__all__ = ["linear_cross_entropy", "MEMORY_SAVING", "HIGH_PERFORMANCE"]
+
+MEMORY_SAVING = "memory-saving"
+HIGH_PERFORMANCE = "high-performance"
+_MODES = (MEMORY_SAVING, HIGH_PERFORMANCE)
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def linear_cross_entropy(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    ignore_index: int = -100,
+    reduction: str = "mean",
+    process_group: dist.ProcessGroup | None = None,
+    vocab_start_index: int | None = None,
+    mode: str = MEMORY_SAVING,
+) -> torch.Tensor:
+    """`F.cross_entropy(input @ W.T, target)` with W split by rows across `process_group`.
+
+    Args:
+        input: [*, H] float16 or bfloat16, the same on every rank.
+        weight: [V, H] in input's dtype, this rank's vocabulary shard: global ids
+            [vocab_start_index, vocab_start_index + V).
+        target: [*] int32 or int64 global ids (input's leading shape); rows equal to
+            `ignore_index` contribute nothing to the loss nor to any gradient.
+        reduction: "mean" (over rows not ignored), "sum" or "none" (shape of target).
+        process_group: the ranks holding the other shards; None for a single device.
+        vocab_start_index: first global id of this shard; default `rank * V`.
+        mode: "memory-saving" (the backward recomputes the logits) or
+            "high-performance" (the forward keeps this shard's [BT, V] float32 softmax).
+
+    Returns:
+        The loss, float32. Its gradient w.r.t. `input` is this shard's part: summed over
+        the ranks of the group it is the full input gradient (wrap `input` with
+        `ascend_ops.distributed.all_reduce_grad` to get that sum); the gradient w.r.t.
+        `weight` is this shard's own.
+    """
+    if mode not in _MODES:
+        raise ValueError(f"linear_cross_entropy: 'mode' must be one of {_MODES}, got {mode!r}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"linear_cross_entropy: 'reduction' must be one of {_REDUCTIONS}, "
+                         f"got {reduction!r}")
+    if input.dim() < 1 or tuple(target.shape) != tuple(input.shape[:-1]):
+        raise ValueError(f"linear_cross_entropy: 'target' must have input's leading shape "
+                         f"{tuple(input.shape[:-1])}, got {tuple(target.shape)}")
+    if process_group is not None and not dist.is_initialized():
+        raise ValueError("linear_cross_entropy: 'process_group' given but torch.distributed "
+                         "is not initialized")
+    if vocab_start_index is None:
+        rank = 0 if process_group is None else dist.get_rank(process_group)
+        vocab_start_index = rank * weight.size(0)
+    return _LinearCrossEntropy.apply(input, weight, target, ignore_index, reduction,
+                                     process_group, vocab_start_index, mode)
+
+
+def combine_row_statistics(logits_max, sum_exp_logits, predicted_logits, owned, group):
+    """Local row statistics of each shard → global ones (SPEC §3), in two all-reduces:
+
+        M = max_r m_r
+        S = Σ_r s_r · exp(m_r − M)
+        P = Σ_r p_r + (m_r − M)·owned_r         (p_r is relative to the local max m_r)
+
+    `owned` (float, 1 where this shard holds the row's target) rides in the same sum, so
+    the caller learns how many shards hold each target for free.
+    """
+    if group is None:
+        return logits_max, sum_exp_logits, predicted_logits, owned
+    global_max = logits_max.clone()
+    dist.all_reduce(global_max, op=dist.ReduceOp.MAX, group=group)
+    shift = logits_max - global_max  # <= 0; -inf for an empty shard
+    stacked = torch.stack([
+        sum_exp_logits * torch.exp(shift),
+        predicted_logits + torch.where(owned > 0, shift, 0.0),
+        owned,
+    ])
+    dist.all_reduce(stacked, op=dist.ReduceOp.SUM, group=group)
+    return global_max, stacked[0], stacked[1], stacked[2]
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input, weight, target, ignore_index, reduction, group, start, mode):
+        x = input.reshape(-1, input.size(-1))  # BT x H
+        rows = target.reshape(-1)  # BT
+        ignored = rows == ignore_index
+        # -1 lies in no shard (shards start at >= 0), so an ignored row is masked everywhere.
+        shard_target = torch.where(ignored, -1, rows)
+        keep_logits = mode == HIGH_PERFORMANCE
+        logits_max, sum_exp, predicted, target_mask, masked_target, logits = \
+            ops.fused_linear_online_max_sum(x, weight, shard_target, start,
+                                            start + weight.size(0), keep_logits)
+        owned = (~unpack_target_mask(target_mask, x.size(0))).float()
+        logits_max, sum_exp, predicted, owners = combine_row_statistics(
+            logits_max, sum_exp, predicted, owned, group)
+        bad = (owners != 1) & ~ignored
+        if bool(bad.any()):
+            row = int(bad.nonzero()[0, 0])
+            raise ValueError(
+                f"linear_cross_entropy: 'target' must be a vocabulary id held by exactly one "
+                f"shard (or ignore_index={ignore_index}), got target[{row}] = {int(rows[row])} "
+                f"held by {int(owners[row])} shards")
+        row_loss, softmax = ops.fused_cross_entropy_loss_with_max_sum(
+            logits_max, sum_exp, predicted,
+            vocab_parallel_logits=logits if keep_logits else None)
+        row_loss = row_loss.masked_fill(ignored, 0.0)
+        count = int((~ignored).sum())
+
+        ctx.save_for_backward(x, weight, target_mask, masked_target, logits_max, sum_exp,
+                              ignored)
+        ctx.softmax = softmax if keep_logits else None  # the backward may use it as scratch
+        ctx.reduction, ctx.count, ctx.input_shape = reduction, count, input.shape
+        if reduction == "mean":
+            return row_loss.sum() / count
+        if reduction == "sum":
+            return row_loss.sum()
+        return row_loss.view(target.shape)
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        x, weight, target_mask, masked_target, logits_max, sum_exp, ignored = ctx.saved_tensors
+        if ctx.reduction == "none":
+            grad_rows = grad_loss.reshape(-1).float()
+        else:
+            scale = 1.0 / ctx.count if ctx.reduction == "mean" and ctx.count else 1.0
+            grad_rows = (grad_loss.float() * scale).expand(x.size(0))
+        grad_rows = grad_rows.masked_fill(ignored, 0.0).contiguous()
+        softmax, ctx.softmax = ctx.softmax, None
+        input_grad, weight_grad = ops.fused_linear_cross_entropy_loss_grad(
+            grad_rows, x, weight, target_mask, masked_target, 0.0,
+            None if softmax is not None else logits_max,
+            None if softmax is not None else sum_exp, softmax)
+        return (input_grad.view(ctx.input_shape), weight_grad, None, None, None, None, None, None)

@@ -1,0 +1,182 @@
+#!/usr/bin/env python
+"""Benchmark: linear cross entropy forward + backward on one rank, time and peak memory.
+
+Compares `ascend_ops.linear_cross_entropy` (both modes) with eager
+`F.cross_entropy(F.linear(x, w), t)` and with `torch.compile` of that, at (BT, H, V) =
+(4096, 4096, 16000) in bfloat16 unless told otherwise. Each provider runs in its own
+process, so peak memory and compile caches do not leak between providers:
+
+- time: p20 / p50 / p80 over --reps runs of forward + backward, after one warm-up run;
+- peak extra memory: the process's peak resident memory during one forward + backward
+  minus what it held before (inputs), minus the gradients it returns. glibc is told to
+  map large blocks directly and give them back on free (MALLOC_MMAP_THRESHOLD_,
+  MALLOC_TRIM_THRESHOLD_), so resident memory follows live memory.
+
+Rows are appended to a CSV (one per provider, keyed by op, provider, size, dtype, device);
+the table printed gives each median as a ratio to ascend_ops memory-saving.
+
+    python scripts/benchmark_linear_cross_entropy.py                     # the issue's size
+    python scripts/benchmark_linear_cross_entropy.py --size 1024 1024 4000 --reps 5
+    python scripts/benchmark_linear_cross_entropy.py --quick             # smoke test, tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import gc
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile")
+RESULT_MARK = "RESULT "
+
+
+@dataclasses.dataclass
+class Row:
+    op: str
+    provider: str
+    mode: str
+    bt: int
+    h: int
+    v: int
+    dtype: str
+    device: str
+    threads: int
+    reps: int
+    p20_ms: float
+    p50_ms: float
+    p80_ms: float
+    peak_extra_mb: float
+
+
+def loss_function(provider: str):
+    if provider.startswith("ascend_ops"):
+        import ascend_ops
+
+        mode = "high-performance" if provider.endswith("high-performance") else "memory-saving"
+        return lambda x, w, t: ascend_ops.linear_cross_entropy(x, w, t, mode=mode)
+
+    def eager(x, w, t):
+        return F.cross_entropy(F.linear(x, w), t)
+
+    return torch.compile(eager) if provider == "compile" else eager
+
+
+def _status_kb(field: str) -> int:
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def _reset_peak_rss() -> None:
+    # Writing 5 to clear_refs resets VmHWM (the peak RSS) to the current RSS (Linux >= 4.0).
+    pathlib.Path("/proc/self/clear_refs").write_text("5")
+
+
+def run_provider(provider: str, bt: int, h: int, v: int, reps: int) -> Row:
+    """Measure one provider in this process (the worker side)."""
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(bt, h, generator=gen) / h**0.5).bfloat16().requires_grad_()
+    w = (torch.randn(v, h, generator=gen) * 0.02).bfloat16().requires_grad_()
+    t = torch.randint(0, v, (bt,), generator=gen)
+    fn = loss_function(provider)
+
+    def step() -> None:
+        x.grad = w.grad = None
+        fn(x, w, t).backward()
+
+    step()  # warm-up (and compilation)
+    x.grad = w.grad = None
+    gc.collect()
+    before = _status_kb("VmRSS")
+    _reset_peak_rss()
+    fn(x, w, t).backward()
+    peak = _status_kb("VmHWM")
+    grads_kb = (x.grad.nbytes + w.grad.nbytes) / 1024
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - start) * 1e3)
+    qs = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else times * 9
+    return Row("linear_cross_entropy", provider, "forward+backward", bt, h, v, "bfloat16", "cpu",
+               torch.get_num_threads(), reps, qs[1], statistics.median(times), qs[7],
+               max(0.0, (peak - before - grads_kb) / 1024))
+
+
+def measure_in_subprocess(provider: str, args) -> Row:
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+    command = [sys.executable, __file__, "--worker", provider, "--size", *map(str, args.size),
+               "--reps", str(args.reps)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+    if result.returncode != 0:
+        raise SystemExit(f"{provider} failed:\n{result.stdout}\n{result.stderr}")
+    line = next(l for l in result.stdout.splitlines() if l.startswith(RESULT_MARK))
+    return Row(**json.loads(line[len(RESULT_MARK):]))
+
+
+def format_table(rows: list[Row]) -> str:
+    base = next((r for r in rows if r.provider == "ascend_ops"), rows[0])
+    header = ("provider", "p20 ms", "p50 ms", "p80 ms", "p50 / ascend_ops", "peak extra MB")
+    body = [(r.provider, f"{r.p20_ms:.1f}", f"{r.p50_ms:.1f}", f"{r.p80_ms:.1f}",
+             f"{r.p50_ms / base.p50_ms:.2f}", f"{r.peak_extra_mb:.0f}") for r in rows]
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def append_csv(path: pathlib.Path, rows: list[Row]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in dataclasses.fields(Row)])
+        if new:
+            writer.writeheader()
+        writer.writerows(dataclasses.asdict(r) for r in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, nargs=3, metavar=("BT", "H", "V"), default=[4096, 4096, 16000])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--providers", nargs="+", choices=PROVIDERS, default=list(PROVIDERS))
+    parser.add_argument("--csv", type=pathlib.Path,
+                        default=pathlib.Path("results/benchmark_linear_cross_entropy.csv"))
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per provider")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke test: tiny size, 2 reps, no CSV unless --csv is given")
+    parser.add_argument("--worker", choices=PROVIDERS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        row = run_provider(args.worker, *args.size, args.reps)
+        print(RESULT_MARK + json.dumps(dataclasses.asdict(row)))
+        return 0
+    if args.quick:
+        args.size, args.reps = [64, 32, 300], 2
+        if "--csv" not in (argv if argv is not None else sys.argv[1:]):
+            args.csv = None
+    bt, h, v = args.size
+    print(f"linear cross entropy forward+backward, BT={bt} H={h} V={v} bfloat16, "
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.reps} reps")
+    rows = [measure_in_subprocess(p, args) for p in args.providers]
+    print(format_table(rows))
+    if args.csv:
+        append_csv(args.csv, rows)
+        print(f"rows appended to {args.csv}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""One rank of the multi-process tests (tests/test_distributed.py starts `world` of them).
+
+Every rank builds the same global problem from fixed seeds, takes its share (a vocabulary
+shard for linear_cross_entropy, a slice of the batch for SyncBatchNorm), runs forward and
+backward over gloo on 127.0.0.1, and saves what it got for the parent to compare with one
+process on the whole problem.
+
+    python tests/distributed_worker.py RANK WORLD PORT OUT_DIR
+"""
+
+from __future__ import annotations
+
+import datetime
+import pathlib
+import sys
+
+import torch
+import torch.distributed as dist
+
+import ascend_ops
+
+H = 24
+
+
+def lce_problem(world: int) -> dict:
+    """The global problem: input [3, 7, H] bf16, weight [Vtotal, H], targets with ignored rows."""
+    gen = torch.Generator().manual_seed(100 + world)
+    shard_sizes = [37] * world  # even shards (start = rank * V)
+    uneven_sizes = [20 + 17 * r for r in range(world)]  # explicit vocab_start_index
+    total = sum(shard_sizes)
+    input = (torch.randn(3, 7, H, generator=gen) / 2).bfloat16()
+    weight = torch.randn(total, H, generator=gen).bfloat16()
+    target = torch.randint(0, total, (3, 7), generator=gen)
+    target[0, :2] = -100  # ignored rows
+    target[2, 3] = total - 1  # the last id of the last shard
+    grad_none = torch.rand(3, 7, generator=gen)
+    uneven_total = sum(uneven_sizes)
+    uneven_weight = torch.randn(uneven_total, H, generator=gen).bfloat16()
+    uneven_target = torch.randint(0, uneven_total, (3, 7), generator=gen)
+    return dict(input=input, weight=weight, target=target, grad_none=grad_none,
+                shard_sizes=shard_sizes, uneven_sizes=uneven_sizes,
+                uneven_weight=uneven_weight, uneven_target=uneven_target)
+
+
+LCE_RUNS = [(mode, reduction) for mode in ("memory-saving", "high-performance")
+            for reduction in ("mean", "sum", "none")]
+
+
+def bn_problem(world: int) -> dict:
+    """Global batches for 2-D and 4-D SyncBatchNorm, split unevenly (one rank may get 0 rows)."""
+    gen = torch.Generator().manual_seed(200 + world)
+    rows = {2: [3, 6], 3: [4, 0, 7]}[world]
+    x2 = torch.randn(sum(rows), 5, generator=gen) * 3 + 2
+    x4 = torch.randn(sum(rows), 3, 4, 5, generator=gen) - 1
+    return dict(rows=rows, x2=x2, g2=torch.randn(x2.shape, generator=gen),
+                x4=x4, g4=torch.randn(x4.shape, generator=gen))
+
+
+def rank_slice(rows: list[int], rank: int) -> slice:
+    start = sum(rows[:rank])
+    return slice(start, start + rows[rank])
+
+
+def run_lce(rank: int, world: int) -> dict:
+    p = lce_problem(world)
+    v = p["shard_sizes"][rank]
+    results = {}
+    for mode, reduction in LCE_RUNS:
+        x = p["input"].clone().requires_grad_()
+        w = p["weight"][rank * v:(rank + 1) * v].clone().requires_grad_()
+        loss = ascend_ops.linear_cross_entropy(x, w, p["target"], reduction=reduction,
+                                               process_group=dist.group.WORLD, mode=mode)
+        loss.backward(p["grad_none"] if reduction == "none" else None)
+        results[(mode, reduction)] = (loss.detach(), x.grad, w.grad)
+    start = sum(p["uneven_sizes"][:rank])
+    x = p["input"].clone().requires_grad_()
+    w = p["uneven_weight"][start:start + p["uneven_sizes"][rank]].clone().requires_grad_()
+    loss = ascend_ops.linear_cross_entropy(x, w, p["uneven_target"], vocab_start_index=start,
+                                           process_group=dist.group.WORLD)
+    loss.backward()
+    results["uneven"] = (loss.detach(), x.grad, w.grad)
+    return results
+
+
+def run_bn(rank: int, world: int) -> dict:
+    p = bn_problem(world)
+    part = rank_slice(p["rows"], rank)
+    results = {}
+    for name, momentum in (("x2", 0.3), ("x4", None)):
+        bn = ascend_ops.nn.SyncBatchNorm(p[name].size(1), momentum=momentum)
+        outputs = []
+        for step in range(2):  # two steps: running stats (momentum None averages them)
+            x = (p[name][part] * (1 + step)).clone().requires_grad_()
+            y = bn(x)
+            y.backward(p["g" + name[1:]][part])
+            outputs.append((y.detach(), x.grad))
+        results[name] = dict(outputs=outputs, weight_grad=bn.weight.grad, bias_grad=bn.bias.grad,
+                             running_mean=bn.running_mean, running_var=bn.running_var,
+                             num_batches_tracked=bn.num_batches_tracked)
+    return results
+
+
+def main(rank: int, world: int, port: int, out: pathlib.Path) -> None:
+    torch.set_num_threads(1)  # ranks share the machine's cores
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=60))
+    try:
+        torch.save(dict(lce=run_lce(rank, world), bn=run_bn(rank, world)), out / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), pathlib.Path(sys.argv[4]))

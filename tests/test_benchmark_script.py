@@ -1,0 +1,23 @@
+"""scripts/benchmark_linear_cross_entropy.py --quick runs end to end (no timing is asserted)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import ascend_ops
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_quick_benchmark_runs_every_provider(tmp_path):
+    out = tmp_path / "bench.csv"
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(ascend_ops.__file__).parents[1])}
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark_linear_cross_entropy.py"),
+                             "--quick", "--csv", str(out)], capture_output=True, text=True,
+                            timeout=600, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for provider in ("ascend_ops", "ascend_ops-high-performance", "eager", "compile"):
+        assert any(line.startswith(provider + " ") for line in result.stdout.splitlines()), result.stdout
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("op,provider,mode,bt,h,v,dtype,device") and len(lines) == 5

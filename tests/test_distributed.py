@@ -1,0 +1,141 @@
+"""Real processes (gloo on 127.0.0.1, 2 and 3 ranks) against one process on the whole
+problem: vocab-parallel linear_cross_entropy and SyncBatchNorm with uneven batches."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ascend_ops
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import distributed_worker as worker  # noqa: E402
+
+TIMEOUT_S = 180
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(world: int, out: pathlib.Path) -> list[dict]:
+    """Run `world` ranks of distributed_worker.py; their saved results, rank by rank."""
+    port = free_port()
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(pathlib.Path(ascend_ops.__file__).parents[1]),
+                                                       os.environ.get("PYTHONPATH")]))}
+    procs = [subprocess.Popen([sys.executable, worker.__file__, str(rank), str(world), str(port), str(out)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for rank in range(world)]
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=TIMEOUT_S)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    for rank, (p, log) in enumerate(zip(procs, logs)):
+        assert p.returncode == 0, f"rank {rank} failed:\n{log}"
+    return [torch.load(out / f"rank{rank}.pt") for rank in range(world)]
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=lambda w: f"{w}ranks")
+def ranks(request, tmp_path_factory):
+    world = request.param
+    return world, launch(world, tmp_path_factory.mktemp(f"dist{world}"))
+
+
+def f64_cross_entropy(input, weight, target, reduction, grad=None):
+    """Loss and gradients of plain F.cross_entropy in float64 (the ground truth)."""
+    x = input.double().requires_grad_()
+    w = weight.double().requires_grad_()
+    loss = F.cross_entropy((x @ w.T).flatten(0, -2), target.flatten(), reduction=reduction)
+    if reduction == "none":
+        loss = loss.view(target.shape)
+    loss.backward(grad.double() if grad is not None else None)
+    return loss.detach(), x.grad, w.grad
+
+
+def assert_half_close(ours, truth, what):
+    """bfloat16 gradients against float64 ones. SPEC §1 rounds the logits gradient to
+    bfloat16 before the GEMMs, so the error scales with the largest gradient, not with each
+    element: within 2**-5 of max|truth| (a wrong rescaling across ranks is off by O(1))."""
+    ours, truth = ours.double(), truth.double()
+    atol = 2**-5 * max(truth.abs().max().item(), 1e-3)
+    error = (ours - truth).abs()
+    worst = int(error.argmax())
+    assert bool((error <= atol + 2**-6 * truth.abs()).all()), (
+        f"{what}: worst element {worst}: ours {ours.flatten()[worst].item():.6g}, "
+        f"truth {truth.flatten()[worst].item():.6g}, atol {atol:.3g}")
+
+
+@pytest.mark.parametrize("run", worker.LCE_RUNS, ids=lambda r: f"{r[0]}-{r[1]}")
+def test_linear_cross_entropy_ranks_match_one_process(ranks, run):
+    world, results = ranks
+    mode, reduction = run
+    p = worker.lce_problem(world)
+    loss = [r["lce"][run][0] for r in results]
+    input_grad = sum(r["lce"][run][1].double() for r in results)
+    weight_grad = torch.cat([r["lce"][run][2] for r in results])
+    grad = p["grad_none"] if reduction == "none" else None
+
+    # One process on the whole vocabulary, same operators.
+    x = p["input"].clone().requires_grad_()
+    w = p["weight"].clone().requires_grad_()
+    single = ascend_ops.linear_cross_entropy(x, w, p["target"], reduction=reduction, mode=mode)
+    single.backward(grad)
+    for rank_loss in loss:  # every rank holds the global loss
+        torch.testing.assert_close(rank_loss, single.detach(), rtol=1e-5, atol=1e-5)
+    assert_half_close(input_grad, x.grad.double(), "input grad vs one process")
+    assert_half_close(weight_grad, w.grad, "weight grad vs one process")
+
+    truth = f64_cross_entropy(p["input"], p["weight"], p["target"], reduction, grad)
+    torch.testing.assert_close(loss[0].double(), truth[0], rtol=1e-5, atol=1e-5)
+    assert_half_close(input_grad, truth[1], "input grad vs float64 autograd")
+    assert_half_close(weight_grad, truth[2], "weight grad vs float64 autograd")
+
+
+def test_linear_cross_entropy_uneven_shards(ranks):
+    world, results = ranks
+    p = worker.lce_problem(world)
+    truth = f64_cross_entropy(p["input"], p["uneven_weight"], p["uneven_target"], "mean")
+    for r in results:
+        torch.testing.assert_close(r["lce"]["uneven"][0].double(), truth[0], rtol=1e-5, atol=1e-5)
+    assert_half_close(sum(r["lce"]["uneven"][1].double() for r in results), truth[1], "input grad")
+    assert_half_close(torch.cat([r["lce"]["uneven"][2] for r in results]), truth[2], "weight grad")
+
+
+@pytest.mark.parametrize("name", ["x2", "x4"])
+def test_sync_batch_norm_ranks_match_batch_norm_on_the_whole_batch(ranks, name):
+    world, results = ranks
+    p = worker.bn_problem(world)
+    c = p[name].size(1)
+    momentum = 0.3 if name == "x2" else None
+    bn = (torch.nn.BatchNorm1d if name == "x2" else torch.nn.BatchNorm2d)(c, momentum=momentum)
+    for step in range(2):
+        x = (p[name] * (1 + step)).clone().requires_grad_()
+        y = bn(x)
+        y.backward(p["g" + name[1:]])
+        ours_y = torch.cat([r["bn"][name]["outputs"][step][0] for r in results])
+        ours_dx = torch.cat([r["bn"][name]["outputs"][step][1] for r in results])
+        torch.testing.assert_close(ours_y, y.detach(), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(ours_dx, x.grad, rtol=1e-4, atol=1e-5)
+    # Per-rank parameter gradients summed = the whole batch's (each step accumulates).
+    torch.testing.assert_close(sum(r["bn"][name]["weight_grad"] for r in results), bn.weight.grad,
+                               rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(sum(r["bn"][name]["bias_grad"] for r in results), bn.bias.grad,
+                               rtol=1e-4, atol=1e-4)
+    for r in results:  # every rank, even one with no rows, tracks the global statistics
+        torch.testing.assert_close(r["bn"][name]["running_mean"], bn.running_mean)
+        torch.testing.assert_close(r["bn"][name]["running_var"], bn.running_var)
+        assert int(r["bn"][name]["num_batches_tracked"]) == 2

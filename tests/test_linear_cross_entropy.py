@@ -1,0 +1,155 @@
+"""ascend_ops.linear_cross_entropy in one process against float64 autograd of plain torch
+(the multi-rank runs are in test_distributed.py)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ascend_ops
+from ascend_ops.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
+
+
+def problem(lead=(4, 9), h=19, v=53, dtype=torch.bfloat16, seed=0, ignore_index=-100):
+    gen = torch.Generator().manual_seed(seed)
+    input = (torch.randn(*lead, h, generator=gen) / 2).to(dtype)
+    weight = torch.randn(v, h, generator=gen).to(dtype)
+    target = torch.randint(0, v, lead, generator=gen)
+    if target.numel() > 2:
+        target.view(-1)[1:3] = ignore_index
+    return input, weight, target
+
+
+def truth(input, weight, target, reduction, ignore_index=-100, grad=None):
+    x = input.double().requires_grad_()
+    w = weight.double().requires_grad_()
+    loss = F.cross_entropy((x @ w.T).reshape(-1, w.size(0)), target.reshape(-1),
+                           reduction=reduction, ignore_index=ignore_index)
+    if reduction == "none":
+        loss = loss.view(target.shape)
+    loss.backward(None if grad is None else grad.double())
+    return loss.detach(), x.grad, w.grad
+
+
+def assert_grad_close(ours, expected, what):
+    # The logits gradient is rounded to the half dtype before the GEMMs (SPEC §1): errors
+    # scale with the largest gradient.
+    atol = 2**-5 * max(expected.abs().max().item(), 1e-3)
+    torch.testing.assert_close(ours.double(), expected, atol=atol, rtol=2**-6, msg=what)
+
+
+def run(input, weight, target, grad=None, **options):
+    x = input.clone().requires_grad_()
+    w = weight.clone().requires_grad_()
+    loss = ascend_ops.linear_cross_entropy(x, w, target, **options)
+    loss.backward(grad)
+    return loss.detach(), x.grad, w.grad
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("mode", [MEMORY_SAVING, HIGH_PERFORMANCE])
+def test_matches_cross_entropy_autograd(mode, reduction, dtype):
+    input, weight, target = problem(dtype=dtype)
+    grad = torch.rand(target.shape) if reduction == "none" else None
+    loss, input_grad, weight_grad = run(input, weight, target, grad, reduction=reduction, mode=mode)
+    expected = truth(input, weight, target, reduction, grad=grad)
+    assert loss.dtype == torch.float32 and loss.shape == expected[0].shape
+    assert input_grad.dtype == weight_grad.dtype == dtype
+    torch.testing.assert_close(loss.double(), expected[0], rtol=1e-5, atol=1e-5)
+    assert_grad_close(input_grad, expected[1], "input grad")
+    assert_grad_close(weight_grad, expected[2], "weight grad")
+
+
+def test_both_modes_agree():
+    input, weight, target = problem(seed=3)
+    a = run(input, weight, target, mode=MEMORY_SAVING)
+    b = run(input, weight, target, mode=HIGH_PERFORMANCE)
+    torch.testing.assert_close(a[0], b[0])
+    for x, y in zip(a[1:], b[1:]):
+        assert_grad_close(x, y.double(), "modes")
+
+
+def test_ignore_index_may_be_a_vocabulary_id():
+    input, weight, target = problem(lead=(17,), ignore_index=5, seed=4)
+    loss, input_grad, weight_grad = run(input, weight, target, ignore_index=5)
+    expected = truth(input, weight, target, "mean", ignore_index=5)
+    torch.testing.assert_close(loss.double(), expected[0], rtol=1e-5, atol=1e-5)
+    assert_grad_close(input_grad, expected[1], "input grad")
+    assert torch.equal(input_grad[1:3], torch.zeros_like(input_grad[1:3]))  # ignored rows
+
+
+def test_every_row_ignored_gives_nan_mean_and_zero_gradients():
+    input, weight, _ = problem(lead=(3,))
+    loss, input_grad, weight_grad = run(input, weight, torch.full((3,), -100))
+    assert loss.isnan()  # as F.cross_entropy: 0 / 0
+    assert not input_grad.any() and not weight_grad.any()
+
+
+def test_empty_batch():
+    input, weight, target = problem(lead=(0,))
+    loss, input_grad, weight_grad = run(input, weight, target, reduction="sum")
+    assert loss.item() == 0.0 and input_grad.shape == (0, 19) and not weight_grad.any()
+
+
+def test_vocab_start_index_without_a_group_is_a_shard_of_one():
+    input, weight, target = problem(lead=(6,))
+    a = run(input, weight, target)
+    b = run(input, weight, torch.where(target == -100, -100, target + 100), vocab_start_index=100)
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_module_wrapper():
+    input, weight, target = problem()
+    module = ascend_ops.nn.LinearCrossEntropyLoss(reduction="sum", mode=HIGH_PERFORMANCE)
+    assert "high-performance" in repr(module)
+    torch.testing.assert_close(module(input, weight, target),
+                               ascend_ops.linear_cross_entropy(input, weight, target, reduction="sum"))
+
+
+def test_memory_saving_keeps_no_logits_for_the_backward():
+    input, weight, target = problem(lead=(64,), v=500)
+    x = input.clone().requires_grad_()
+    loss = ascend_ops.linear_cross_entropy(x, weight.clone().requires_grad_(), target)
+    saved = [t.numel() for t in loss.grad_fn.saved_tensors]
+    assert max(saved) == weight.numel()  # the weight itself; nothing of size BT x V
+    assert loss.grad_fn.softmax is None
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(mode="fast"), "'mode' must be one of"),
+    (dict(reduction="max"), "'reduction' must be one of"),
+])
+def test_bad_options(change, message):
+    with pytest.raises(ValueError, match=message):
+        ascend_ops.linear_cross_entropy(*problem(), **change)
+
+
+def test_bad_target_shape():
+    input, weight, target = problem()
+    with pytest.raises(ValueError, match="'target' must have input's leading shape"):
+        ascend_ops.linear_cross_entropy(input, weight, target[:, :3])
+
+
+def test_target_outside_the_vocabulary():
+    input, weight, target = problem(lead=(5,))
+    target[2] = 53
+    with pytest.raises(ValueError, match=r"target\[2\] = 53 held by 0 shards"):
+        ascend_ops.linear_cross_entropy(input, weight, target)
+
+
+def test_float32_input_is_refused_by_the_operator():
+    input, weight, target = problem(dtype=torch.float32)
+    with pytest.raises(TypeError, match="'input' must be torch.float16 or torch.bfloat16"):
+        ascend_ops.linear_cross_entropy(input, weight, target)
+
+
+def test_two_all_reduces_per_forward(monkeypatch):
+    # One max, then one sum of the stacked rescaled statistics (world size 1 stand-in).
+    from ascend_ops import vocab_parallel as module
+
+    calls = []
+    monkeypatch.setattr(module.dist, "all_reduce",
+                        lambda tensor, op, group: calls.append((op, tuple(tensor.shape))))
+    stats = [torch.rand(5) for _ in range(3)]
+    module.combine_row_statistics(*stats, torch.ones(5), group=object())
+    assert calls == [(module.dist.ReduceOp.MAX, (5,)), (module.dist.ReduceOp.SUM, (3, 5))]

@@ -1,0 +1,120 @@
+"""ascend_ops.nn.SyncBatchNorm in one process against torch's batch norm modules, and the
+aten::batch_norm_backward_reduce CPU kernel (multi-rank runs: test_distributed.py)."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import ascend_ops
+from ascend_ops import _aten
+from ascend_ops.nn import SyncBatchNorm
+
+BATCH_NORMS = {2: torch.nn.BatchNorm1d, 3: torch.nn.BatchNorm1d, 4: torch.nn.BatchNorm2d,
+               5: torch.nn.BatchNorm3d}
+SHAPES = [(7, 4), (5, 3, 6), (3, 4, 5, 2), (2, 3, 2, 3, 4)]
+
+
+def compare_steps(ours, theirs, shape, steps=3, dtype=torch.float32, tol=1e-5):
+    gen = torch.Generator().manual_seed(len(shape))
+    for step in range(steps):
+        x = (torch.randn(shape, generator=gen) * (step + 1) + step).to(dtype)
+        dy = torch.randn(shape, generator=gen).to(dtype)
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = ours(xa), theirs(xb)
+        torch.testing.assert_close(ya, yb, rtol=tol, atol=tol)
+        ya.backward(dy)
+        yb.backward(dy)
+        torch.testing.assert_close(xa.grad, xb.grad, rtol=tol * 10, atol=tol * 10)
+    for name in ("weight", "bias"):
+        a, b = getattr(ours, name), getattr(theirs, name)
+        if b is not None:
+            torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-4)
+    if theirs.running_mean is not None:
+        torch.testing.assert_close(ours.running_mean, theirs.running_mean)
+        torch.testing.assert_close(ours.running_var, theirs.running_var)
+        assert torch.equal(ours.num_batches_tracked, theirs.num_batches_tracked)
+
+
+@pytest.mark.parametrize("momentum", [0.1, None])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{len(s)}d")
+def test_training_matches_batch_norm(shape, momentum):
+    c = shape[1]
+    compare_steps(SyncBatchNorm(c, momentum=momentum), BATCH_NORMS[len(shape)](c, momentum=momentum),
+                  shape)
+
+
+@pytest.mark.parametrize("affine, track", [(False, True), (True, False), (False, False)])
+def test_affine_and_running_stats_options(affine, track):
+    shape = (6, 3, 5)
+    compare_steps(SyncBatchNorm(3, affine=affine, track_running_stats=track),
+                  torch.nn.BatchNorm1d(3, affine=affine, track_running_stats=track), shape)
+
+
+def test_eval_mode_uses_running_statistics():
+    ours, theirs = SyncBatchNorm(4), torch.nn.BatchNorm2d(4)
+    compare_steps(ours, theirs, (3, 4, 5, 2), steps=2)
+    ours.eval()
+    theirs.eval()
+    compare_steps(ours, theirs, (3, 4, 5, 2), steps=1)
+
+
+def test_half_input_with_float_parameters():
+    compare_steps(SyncBatchNorm(3), torch.nn.BatchNorm1d(3), (8, 3, 4), steps=1)
+    x = torch.randn(8, 3, 4).bfloat16().requires_grad_()
+    y = SyncBatchNorm(3)(x)
+    assert y.dtype == torch.bfloat16
+    y.sum().backward()
+    assert x.grad.dtype == torch.bfloat16
+
+
+def test_convert_sync_batchnorm_keeps_state():
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 1), torch.nn.BatchNorm2d(3),
+                                torch.nn.Sequential(torch.nn.BatchNorm1d(5, momentum=None)))
+    model[1].running_mean.fill_(0.5)
+    model.eval()
+    converted = SyncBatchNorm.convert_sync_batchnorm(model)
+    assert isinstance(converted[1], SyncBatchNorm) and isinstance(converted[2][0], SyncBatchNorm)
+    assert converted[2][0].momentum is None and not converted[1].training
+    assert converted[1].weight is model[1].weight
+    assert torch.equal(converted[1].running_mean, torch.full((3,), 0.5))
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="'input' must have 2 to 5 dims"):
+        SyncBatchNorm(3)(torch.randn(3))
+    with pytest.raises(ValueError, match="num_features = 3 channels"):
+        SyncBatchNorm(3)(torch.randn(4, 2))
+    with pytest.raises(ValueError, match="expected more than 1 value per channel"):
+        SyncBatchNorm(3)(torch.randn(1, 3))
+
+
+def test_aten_batch_norm_backward_reduce_runs_on_cpu():
+    assert "registered: ascend_ops" in _aten.status()
+    gen = torch.Generator().manual_seed(0)
+    x, dy = torch.randn(6, 3, 5, generator=gen), torch.randn(6, 3, 5, generator=gen)
+    mean, invstd = x.mean((0, 2)), (x.var((0, 2), unbiased=False) + 1e-5).rsqrt()
+    sum_dy, sum_dy_xmu, grad_weight, grad_bias = torch.batch_norm_backward_reduce(
+        dy, x, mean, invstd, None, True, False, True)
+    expected = ascend_ops.reference.batch_norm_reduce_backward(
+        dy, x, mean, invstd, None, True, True, True, compute_dtype=torch.float64)
+    torch.testing.assert_close(sum_dy.double(), expected[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(sum_dy_xmu.double(), expected[1], rtol=1e-5, atol=1e-5)
+    assert grad_weight is None  # not asked for: an undefined tensor in aten's schema
+    torch.testing.assert_close(grad_bias.double(), expected[3], rtol=1e-5, atol=1e-5)
+
+
+def test_aten_kernel_is_left_alone_when_one_exists():
+    # In a fresh process, register a CPU kernel first: importing ascend_ops must keep it.
+    code = (
+        "import torch\n"
+        "lib = torch.library.Library('aten', 'IMPL')\n"
+        "lib.impl('batch_norm_backward_reduce', lambda *a: (None,) * 4, 'CPU')\n"
+        "import ascend_ops\n"
+        "from ascend_ops import _aten\n"
+        "print(_aten.status())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "not registered: a CPU kernel is already registered" in result.stdout
