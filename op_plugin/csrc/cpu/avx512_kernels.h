@@ -63,12 +63,13 @@ void round_to_bf16(const float* src, int64_t n, uint16_t* dst);
 // batch_norm_reduce_backward. The element type of dy and x:
 enum class BnType { kFloat32, kBFloat16, kFloat16 };
 
-// One contiguous run of one channel: adds Σ dy and Σ dy·(x − mean) over n elements to
-// *sum_dy and *sum_dy_xmu; fp32 lane accumulators are flushed into them every kBnFlush
-// elements.
+// One channel's rows: `runs` runs of `run_length` contiguous elements, `run_stride`
+// elements apart. Adds Σ dy and Σ dy·(x − mean) to *sum_dy and *sum_dy_xmu; the fp32
+// vector accumulators are flushed into them at the first run boundary after every
+// kBnFlush elements (and at the end).
 constexpr int64_t kBnFlush = 1024;
-void bn_run_sums(BnType type, const void* dy, const void* x, int64_t n, float mean,
-                 double* sum_dy, double* sum_dy_xmu);
+void bn_run_sums(BnType type, const void* dy, const void* x, int64_t runs, int64_t run_length,
+                 int64_t run_stride, float mean, double* sum_dy, double* sum_dy_xmu);
 
 // Channels innermost: `rows` rows of `channels` channels, `row_stride` elements apart.
 // Adds each channel's sums over the rows to sum_dy[c] and sum_dy_xmu[c]; `scratch`

@@ -63,22 +63,36 @@ constexpr cpu::BnType bn_type() {
 
 // Portable twins of the AVX512 kernels, with the same blocking.
 template <typename T>
-void portable_run_sums(const T* dy, const T* x, int64_t n, float mean, double* sum_dy,
-                       double* sum_dy_xmu) {
+void portable_run_sums(const T* dy, const T* x, int64_t runs, int64_t run_length,
+                       int64_t run_stride, float mean, double* sum_dy, double* sum_dy_xmu) {
   constexpr int kLanes = 16;
-  for (int64_t start = 0; start < n; start += cpu::kBnFlush) {
-    const int64_t stop = std::min(n, start + cpu::kBnFlush);
-    float a[kLanes] = {}, b[kLanes] = {};
-    for (int64_t j = start; j < stop; ++j) {
-      const float d = static_cast<float>(dy[j]);
-      a[j % kLanes] += d;
-      b[j % kLanes] += d * (static_cast<float>(x[j]) - mean);
-    }
+  float a[kLanes] = {}, b[kLanes] = {};
+  const auto flush = [&] {
     for (int l = 0; l < kLanes; ++l) {
       *sum_dy += a[l];
       *sum_dy_xmu += b[l];
+      a[l] = b[l] = 0.0f;
+    }
+  };
+  int64_t pending = 0;
+  for (int64_t run = 0; run < runs; ++run) {
+    const T* dy_run = dy + run * run_stride;
+    const T* x_run = x + run * run_stride;
+    for (int64_t start = 0; start < run_length; start += cpu::kBnFlush) {
+      const int64_t stop = std::min(run_length, start + cpu::kBnFlush);
+      for (int64_t j = start; j < stop; ++j) {
+        const float d = static_cast<float>(dy_run[j]);
+        a[j % kLanes] += d;
+        b[j % kLanes] += d * (static_cast<float>(x_run[j]) - mean);
+      }
+      pending += stop - start;
+      if (pending >= cpu::kBnFlush) {
+        flush();
+        pending = 0;
+      }
     }
   }
+  flush();
 }
 
 template <typename T>
@@ -105,13 +119,12 @@ void portable_rows_sums(const T* dy, const T* x, int64_t rows, int64_t channels,
 }
 
 template <typename T>
-void run_sums(bool avx512, const T* dy, const T* x, int64_t n, float mean, double* sum_dy,
-              double* sum_dy_xmu) {
+void run_sums(bool avx512, const T* dy, const T* x, int64_t runs, int64_t run_length,
+              int64_t run_stride, float mean, double* sum_dy, double* sum_dy_xmu) {
   if (avx512) {
-    cpu::bn_run_sums(bn_type<T>(), dy, x, n, mean, sum_dy,
-                     sum_dy_xmu);
+    cpu::bn_run_sums(bn_type<T>(), dy, x, runs, run_length, run_stride, mean, sum_dy, sum_dy_xmu);
   } else {
-    portable_run_sums(dy, x, n, mean, sum_dy, sum_dy_xmu);
+    portable_run_sums(dy, x, runs, run_length, run_stride, mean, sum_dy, sum_dy_xmu);
   }
 }
 
@@ -140,11 +153,9 @@ Sums channels_outer_sums(const T* dy, const T* x, int64_t n, int64_t c, int64_t 
       const int64_t channel = task / tasks_per_channel;
       const int64_t row0 = (task % tasks_per_channel) * rows_per_task;
       const int64_t row1 = std::min(n, row0 + rows_per_task);
-      for (int64_t row = row0; row < row1; ++row) {
-        const int64_t offset = (row * c + channel) * s;
-        run_sums(avx512, dy + offset, x + offset, s, mean[channel], &task_sums.dy[task],
-                 &task_sums.dy_xmu[task]);
-      }
+      const int64_t offset = (row0 * c + channel) * s;
+      run_sums(avx512, dy + offset, x + offset, row1 - row0, s, c * s, mean[channel],
+               &task_sums.dy[task], &task_sums.dy_xmu[task]);
     }
   });
   Sums sums(c);
