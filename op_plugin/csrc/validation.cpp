@@ -57,20 +57,12 @@ void check_label_smoothing(const char* op, double label_smoothing) {
                     label_smoothing);
 }
 
-}  // namespace
-
-void check_fused_linear_cross_entropy_loss_grad(
-    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
-    const at::Tensor& target_mask, const at::Tensor& masked_target, double label_smoothing,
-    const std::optional<at::Tensor>& logits_max,
-    const std::optional<at::Tensor>& sum_exp_logits,
-    const std::optional<at::Tensor>& softmax, bool check_values) {
-  const char* op = kFlce;
+// input [BT, H] and weight [V, H] of the LM head: one half dtype, matching H, one device.
+void check_lm_head(const char* op, const at::Tensor& input, const at::Tensor& weight) {
   TORCH_CHECK_TYPE(is_half(input.scalar_type()), op,
                    ": 'input' must be torch.float16 or torch.bfloat16, got ",
                    dtype_name(input.scalar_type()));
   check_dim(op, "input", input, 2);
-  const c10::SymInt bt = input.sym_size(0);
   const c10::SymInt h = input.sym_size(1);
 
   TORCH_CHECK_TYPE(weight.scalar_type() == input.scalar_type(), op,
@@ -80,8 +72,21 @@ void check_fused_linear_cross_entropy_loss_grad(
   check_dim(op, "weight", weight, 2);
   TORCH_CHECK_VALUE(weight.sym_size(1) == h, op, ": 'weight' must be [V, H] with H = ", h,
                     " (input.size(1)), got shape ", weight.sym_sizes());
-  const c10::SymInt v = weight.sym_size(0);
   check_same_device(op, "weight", weight, input);
+}
+
+}  // namespace
+
+void check_fused_linear_cross_entropy_loss_grad(
+    const at::Tensor& grad, const at::Tensor& input, const at::Tensor& weight,
+    const at::Tensor& target_mask, const at::Tensor& masked_target, double label_smoothing,
+    const std::optional<at::Tensor>& logits_max,
+    const std::optional<at::Tensor>& sum_exp_logits,
+    const std::optional<at::Tensor>& softmax, bool check_values) {
+  const char* op = kFlce;
+  check_lm_head(op, input, weight);
+  const c10::SymInt bt = input.sym_size(0);
+  const c10::SymInt v = weight.sym_size(0);
 
   TORCH_CHECK_TYPE(grad.scalar_type() == at::kFloat, op,
                    ": 'grad' must be torch.float32, got ", dtype_name(grad.scalar_type()));
@@ -205,22 +210,9 @@ void check_fused_linear_online_max_sum(
     const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target,
     int64_t vocab_start_index, int64_t vocab_end_index) {
   const char* op = kOnline;
-  TORCH_CHECK_TYPE(is_half(input.scalar_type()), op,
-                   ": 'input' must be torch.float16 or torch.bfloat16, got ",
-                   dtype_name(input.scalar_type()));
-  check_dim(op, "input", input, 2);
+  check_lm_head(op, input, weight);
   const c10::SymInt bt = input.sym_size(0);
-  const c10::SymInt h = input.sym_size(1);
-
-  TORCH_CHECK_TYPE(weight.scalar_type() == input.scalar_type(), op,
-                   ": 'weight' must have the dtype of 'input' (",
-                   dtype_name(input.scalar_type()), "), got ",
-                   dtype_name(weight.scalar_type()));
-  check_dim(op, "weight", weight, 2);
-  TORCH_CHECK_VALUE(weight.sym_size(1) == h, op, ": 'weight' must be [V, H] with H = ", h,
-                    " (input.size(1)), got shape ", weight.sym_sizes());
   const c10::SymInt v = weight.sym_size(0);
-  check_same_device(op, "weight", weight, input);
 
   const at::ScalarType target_type = target.scalar_type();
   TORCH_CHECK_TYPE(target_type == at::kInt || target_type == at::kLong, op,
