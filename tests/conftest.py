@@ -1,5 +1,6 @@
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ascend_ops import testing
 
@@ -7,6 +8,14 @@ from ascend_ops import testing
 def clone_inputs(inputs: dict) -> dict:
     """A copy of the tensors of a sample, so a run that may write one leaves the sample intact."""
     return {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+
+
+def call_on_fake_tensors(op, inputs):
+    """Run `op` as torch.compile traces it: on fake tensors (meta ones stay as they are)."""
+    with FakeTensorMode(allow_non_fake_inputs=True) as fake_mode:
+        fake = {k: fake_mode.from_tensor(v) if isinstance(v, torch.Tensor) and v.device.type != "meta"
+                else v for k, v in inputs.items()}
+        return op(**fake)
 
 
 def assert_matches(ours, oracle, naive=None, what=""):
