@@ -57,6 +57,17 @@ void check_label_smoothing(const char* op, double label_smoothing) {
                     label_smoothing);
 }
 
+// One int32/int64 target per row: 1-D of length BT, on input's device.
+void check_row_targets(const char* op, const char* name, const at::Tensor& t,
+                       const c10::SymInt& bt, const at::Tensor& input) {
+  const at::ScalarType type = t.scalar_type();
+  TORCH_CHECK_TYPE(type == at::kInt || type == at::kLong, op, ": '", name,
+                   "' must be torch.int32 or torch.int64, got ", dtype_name(type));
+  check_dim(op, name, t, 1);
+  check_length(op, name, t, bt, "BT (input.size(0))");
+  check_same_device(op, name, t, input);
+}
+
 // input [BT, H] and weight [V, H] of the LM head: one half dtype, matching H, one device.
 void check_lm_head(const char* op, const at::Tensor& input, const at::Tensor& weight) {
   TORCH_CHECK_TYPE(is_half(input.scalar_type()), op,
@@ -94,13 +105,7 @@ void check_fused_linear_cross_entropy_loss_grad(
   check_length(op, "grad", grad, bt, "BT (input.size(0))");
   check_same_device(op, "grad", grad, input);
 
-  const at::ScalarType target_type = masked_target.scalar_type();
-  TORCH_CHECK_TYPE(target_type == at::kInt || target_type == at::kLong, op,
-                   ": 'masked_target' must be torch.int32 or torch.int64, got ",
-                   dtype_name(target_type));
-  check_dim(op, "masked_target", masked_target, 1);
-  check_length(op, "masked_target", masked_target, bt, "BT (input.size(0))");
-  check_same_device(op, "masked_target", masked_target, input);
+  check_row_targets(op, "masked_target", masked_target, bt, input);
 
   const at::ScalarType mask_type = target_mask.scalar_type();
   TORCH_CHECK_TYPE(mask_type == at::kByte || mask_type == at::kBool, op,
@@ -214,13 +219,7 @@ void check_fused_linear_online_max_sum(
   const c10::SymInt bt = input.sym_size(0);
   const c10::SymInt v = weight.sym_size(0);
 
-  const at::ScalarType target_type = target.scalar_type();
-  TORCH_CHECK_TYPE(target_type == at::kInt || target_type == at::kLong, op,
-                   ": 'target' must be torch.int32 or torch.int64, got ",
-                   dtype_name(target_type));
-  check_dim(op, "target", target, 1);
-  check_length(op, "target", target, bt, "BT (input.size(0))");
-  check_same_device(op, "target", target, input);
+  check_row_targets(op, "target", target, bt, input);
 
   TORCH_CHECK_VALUE(vocab_start_index >= 0, op,
                     ": 'vocab_start_index' must be >= 0, got ", vocab_start_index);
