@@ -16,7 +16,7 @@ from types import ModuleType
 #: torch_npu names the PrivateUse1 device "npu"; "privateuseone" is its name before that.
 NPU_DEVICE_TYPES = ("npu", "privateuseone")
 
-INSTALL_HINT = ("see the README's 'Running on Ascend': install CANN and torch-npu==2.13.0, "
+INSTALL_HINT = ("see docs/npu.md: install CANN and torch-npu==2.13.0, "
                 "then rebuild ascend_ops")
 
 
