@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 
 import ascend_ops
+from ascend_ops import testing
 from ascend_ops.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
 
 
@@ -31,10 +32,7 @@ def truth(input, weight, target, reduction, ignore_index=-100, grad=None):
 
 
 def assert_grad_close(ours, expected, what):
-    # The logits gradient is rounded to the half dtype before the GEMMs (SPEC §1): errors
-    # scale with the largest gradient.
-    atol = 2**-5 * max(expected.abs().max().item(), 1e-3)
-    torch.testing.assert_close(ours.double(), expected, atol=atol, rtol=2**-6, msg=what)
+    testing.assert_half_grad_close(ours, expected, what)
 
 
 def run(input, weight, target, grad=None, **options):
