@@ -244,3 +244,24 @@ def test_memory_saving_forward_never_holds_bt_by_v():
     assert result.returncode == 0, result.stderr
     peak_extra_mib = float(result.stdout.split()[-1])
     assert peak_extra_mib < 120, f"peak extra memory {peak_extra_mib:.0f} MiB"  # measured: ~40
+
+
+@pytest.mark.parametrize("rule", ONLINE_BAD, ids=lambda r: r[0])
+def test_online_python_checks_match_the_native_ones(rule):
+    from test_validation import checks_agree
+
+    name, change, error_type, arg = rule
+    inputs = dict(online_base(), **change)
+    inputs.pop("return_logits")
+    checks_agree("check_fused_linear_online_max_sum", *inputs.values())
+
+
+@pytest.mark.parametrize("rule", LOSS_BAD, ids=lambda r: r[0])
+def test_loss_python_checks_match_the_native_ones(rule):
+    from test_validation import checks_agree
+
+    name, change, error_type, arg = rule
+    inputs = dict(loss_base(), **change)
+    checks_agree("check_fused_cross_entropy_loss_with_max_sum", inputs["logits_max"],
+                 inputs["sum_exp_logits"], inputs["predicted_logits"], inputs["label_smoothing"],
+                 inputs.get("input"), inputs.get("weight"), inputs.get("vocab_parallel_logits"))

@@ -117,22 +117,49 @@ def run_python(code: str, **env) -> subprocess.CompletedProcess:
                           env={**os.environ, **env}, timeout=300)
 
 
-def test_without_the_native_library_every_impl_says_why():
-    code = (
-        "import ascend_ops, torch\n"
-        "s = ascend_ops.available_impls()\n"
-        "assert not any(x.available for x in s.values()), s\n"
-        "print(s['cpu'].reason)\n"
-        "try:\n"
-        "    ascend_ops.batch_norm_reduce_backward(torch.ones(2, 1), torch.ones(2, 1), torch.zeros(1),\n"
-        "        torch.ones(1), None, True, True, True, impl='reference')\n"
-        "except RuntimeError as e:\n"
-        "    print('raised:', e)\n"
-    )
-    result = run_python(code, ASCEND_OPS_SKIP_NATIVE="1")
-    assert result.returncode == 0, result.stderr
-    assert "ASCEND_OPS_SKIP_NATIVE=1" in result.stdout
-    assert "raised: impl='reference' is not available: ascend_ops._C not loaded" in result.stdout
+# Simulates a library that fails to load: `import ascend_ops._C` raises ImportError.
+FAILED_LOAD = "import sys; sys.modules['ascend_ops._C'] = None\n"
+
+WITHOUT_NATIVE = """
+import torch, ascend_ops
+from ascend_ops import testing
+from ascend_ops.parity import parity_rows
+s = ascend_ops.available_impls()
+assert s['reference'].available and s['sim'].available, s
+assert not s['cpu'].available and not s['npu'].available, s
+print('cpu:', s['cpu'].reason)
+print('npu:', s['npu'].reason)
+rows = parity_rows(['reference'])
+assert len(rows) == 10 and all(r.passed for r in rows), [r.worst for r in rows if not r.passed]
+print('reference rows pass:', len(rows))
+bad = dict(testing.bn_inputs(testing.BnCase((4, 3, 5))), mean=torch.zeros(4))
+try:
+    ascend_ops.batch_norm_reduce_backward(**bad, impl='reference')
+except ValueError as e:
+    print('raised:', e)
+try:
+    ascend_ops.batch_norm_reduce_backward(**testing.bn_inputs(testing.BnCase((4, 3, 5))))
+except RuntimeError as e:
+    print('auto raised:', e)
+"""
+
+
+@pytest.mark.parametrize("how", ["failed-load", "skipped"])
+def test_without_the_native_library_the_reference_runs_and_the_others_say_why(how):
+    if how == "failed-load":
+        result = run_python(FAILED_LOAD + WITHOUT_NATIVE)
+        why = "ascend_ops._C failed to load: import of ascend_ops._C halted"
+    else:
+        result = run_python(WITHOUT_NATIVE, ASCEND_OPS_SKIP_NATIVE="1")
+        why = "ascend_ops._C not loaded: ASCEND_OPS_SKIP_NATIVE=1"
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert f"cpu: needs the native library: {why}" in out, out
+    assert f"npu: needs the native library: {why}" in out, out
+    assert "reference rows pass: 10" in out, out
+    assert ("raised: batch_norm_reduce_backward: 'mean' must have length C (input.size(1)) = 3, "
+            "got 4") in out, out
+    assert "auto raised: impl='auto': no implementation of batch_norm_reduce_backward" in out, out
 
 
 def test_main_job_prints_a_passing_parity_table():

@@ -167,3 +167,50 @@ def test_forward_ops_name_the_implementations_they_have(impl):
     inputs = testing.online_inputs(testing.online_cases()[0])
     with pytest.raises(ValueError, match=rf"impl='{impl}' does not implement fused_linear_online_max_sum"):
         ascend_ops.fused_linear_online_max_sum(**inputs, impl=impl)
+
+
+def raised(check, *args):
+    """(type, message) of what `check(*args)` raises, or None."""
+    try:
+        check(*args)
+    except (TypeError, ValueError) as error:
+        return type(error), str(error)
+    return None
+
+
+def checks_agree(name, *args):
+    """_C's check and its Python statement (used when _C cannot load) raise the same error."""
+    from ascend_ops import _C, _validation
+
+    native = raised(getattr(_C, name), *args)
+    python = raised(getattr(_validation, name), *args)
+    assert native is not None, f"{name}: the native check accepts this input"
+    assert python == native
+
+
+@pytest.mark.parametrize("rule", FLCE_BAD, ids=lambda r: r[0])
+def test_flce_python_checks_match_the_native_ones(rule):
+    name, (mode, change), error_type, arg = rule
+    inputs = flce_bad_inputs(mode, change)
+    checks_agree("check_fused_linear_cross_entropy_loss_grad", *inputs.values(), True)
+
+
+@pytest.mark.parametrize("rule", BN_BAD, ids=lambda r: r[0])
+def test_bn_python_checks_match_the_native_ones(rule):
+    name, change, error_type, arg = rule
+    inputs = dict(bn_base(), **change)
+    checks_agree("check_batch_norm_reduce_backward", inputs["grad_out"], inputs["input"],
+                 inputs["mean"], inputs["invstd"], inputs["weight"])
+
+
+def test_python_checks_accept_what_the_native_ones_accept():
+    from ascend_ops import _validation
+
+    for mode in (testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE):
+        _validation.check_fused_linear_cross_entropy_loss_grad(*flce_base(mode).values(), True)
+    bn = bn_base()
+    _validation.check_batch_norm_reduce_backward(bn["grad_out"], bn["input"], bn["mean"],
+                                                 bn["invstd"], None)
+    _validation.check_scratch_bytes("op", None)
+    assert raised(_validation.check_scratch_bytes, "op", 0) == (
+        ValueError, "op: 'scratch_bytes' must be a positive number of bytes or None, got 0")

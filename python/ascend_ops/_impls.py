@@ -38,13 +38,14 @@ class ImplStatus:
 
 def available_impls() -> dict[str, ImplStatus]:
     """For each known implementation, whether it can run here and, if not, why."""
-    if _extension.load_error is not None:
-        # Every implementation needs _C: the validation they all share lives there.
-        down = ImplStatus(False, _extension.load_error)
-        return {name: down for name in IMPLS}
     status = {name: ImplStatus(True) for name in IMPLS}
     if _sim.load_error is not None:
         status["sim"] = ImplStatus(False, _sim.load_error)
+    if _extension.load_error is not None:
+        # cpu and npu are kernels registered by _C. The reference (plain torch) and sim (its
+        # own library) still run: their checks have a Python statement (_validation.py).
+        down = ImplStatus(False, f"needs the native library: {_extension.load_error}")
+        return {**status, "cpu": down, "npu": down}
     npu_reason = _npu_adapter.unavailable_reason()
     if npu_reason is not None:
         status["npu"] = ImplStatus(False, npu_reason)

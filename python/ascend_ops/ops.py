@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from . import _sim, reference
-from ._extension import native
+from ._extension import checks
 from ._impls import resolve
 
 __all__ = ["fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward",
@@ -60,8 +60,8 @@ def fused_linear_cross_entropy_loss_grad(
             logits_max, sum_exp_logits, softmax)
     chosen = resolve(impl, input.device, "fused_linear_cross_entropy_loss_grad")
     if chosen in ("reference", "sim"):
-        native().check_fused_linear_cross_entropy_loss_grad(*args, check_values=True)
-        native().check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes)
+        checks().check_fused_linear_cross_entropy_loss_grad(*args, check_values=True)
+        checks().check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes)
         backend = reference if chosen == "reference" else _sim
         return backend.fused_linear_cross_entropy_loss_grad(*args)
     return torch.ops.ascend_ops.fused_linear_cross_entropy_loss_grad(
@@ -105,7 +105,7 @@ def batch_norm_reduce_backward(
     args = (grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g)
     chosen = resolve(impl, input.device, "batch_norm_reduce_backward")
     if chosen in ("reference", "sim"):
-        native().check_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight)
+        checks().check_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight)
         backend = reference if chosen == "reference" else _sim
         return backend.batch_norm_reduce_backward(*args)
     return torch.ops.ascend_ops.batch_norm_reduce_backward(*args)
@@ -146,7 +146,7 @@ def fused_linear_online_max_sum(
     """
     args = (input, weight, target, vocab_start_index, vocab_end_index, return_logits)
     if resolve(impl, input.device, "fused_linear_online_max_sum") == "reference":
-        native().check_fused_linear_online_max_sum(*args[:5])
+        checks().check_fused_linear_online_max_sum(*args[:5])
         return reference.fused_linear_online_max_sum(*args)
     return torch.ops.ascend_ops.fused_linear_online_max_sum(*args)
 
@@ -178,7 +178,7 @@ def fused_cross_entropy_loss_with_max_sum(
         (loss float32 [BT], softmax float32 [BT, V] or empty).
     """
     if resolve(impl, logits_max.device, "fused_cross_entropy_loss_with_max_sum") == "reference":
-        native().check_fused_cross_entropy_loss_with_max_sum(
+        checks().check_fused_cross_entropy_loss_with_max_sum(
             logits_max, sum_exp_logits, predicted_logits, label_smoothing, input, weight,
             vocab_parallel_logits)
         return reference.fused_cross_entropy_loss_with_max_sum(
