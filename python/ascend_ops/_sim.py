@@ -68,6 +68,7 @@ if _lib is not None:
     _lib.asim_fused_linear_cross_entropy_loss_grad.argtypes = [ctypes.POINTER(_FlceArgs), _vp, _u64]
     _lib.asim_run_selftest_kernel.argtypes = [ctypes.c_int32, _u32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
+    _lib.asim_run_selftest_mix.argtypes = [ctypes.c_int32, _u32, _vp, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_batch_norm_reduce_backward_tiling.restype = None
     _lib.asim_fused_linear_cross_entropy_loss_grad_tiling.restype = None
 
@@ -188,3 +189,17 @@ def run_selftest_syncall(blocks: int, skip_last: bool = False) -> tuple[str | No
     status = library().asim_run_selftest_syncall(blocks, _ptr(slots), _ptr(seen), int(skip_last), message,
                                                  len(message))
     return (message.value.decode() if status else None), seen
+
+
+def run_selftest_mix(bug: int, blocks: int = 2) -> tuple[str | None, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Runs the simulator's MIX self-test kernel (per AI core: y = 2 · A · Bᵀ, 32 x 32 x 32,
+    the product on the cube core with the Matmul API, the scaling on the two vector cores)
+    with one injected bug. Returns the simulator's error (None when it ran clean), y
+    [blocks, 32, 32] and the half inputs (A, B)."""
+    generator = torch.Generator().manual_seed(7)
+    a = torch.randn(32, 32, generator=generator).half()
+    b = torch.randn(32, 32, generator=generator).half()
+    y = torch.zeros(blocks, 32, 32)
+    message = ctypes.create_string_buffer(4096)
+    status = library().asim_run_selftest_mix(bug, blocks, _ptr(a), _ptr(b), _ptr(y), message, len(message))
+    return (message.value.decode() if status else None), y, (a, b)
