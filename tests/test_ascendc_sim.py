@@ -146,10 +146,13 @@ MIX_RULES = {
     "kernel_data_in_the_system_workspace": (19, "AIC 1/2", "GlobalTensor::SetGlobalBuffer", "GetUserWorkspace"),
     "syncall_on_the_cube_core": (20, "AIC 1/2", "SyncAll", "called on a cube core"),
     "mix_kernel_launched_on_vector_cores": (21, "block ", "KERNEL_TASK_TYPE_DEFAULT", "launched on vector cores only"),
+    "mode_1_flag_on_the_cube_core": (22, "AIC 1/2", "CrossCoreSetFlag", "mode 1 synchronises the two AIVs"),
 }
 
 
 def test_mix_selftest_kernel_runs_clean_without_a_bug():
+    # 3 AI cores: IterateAll on core 1, Iterate + GetTensorC on cores 0 and 2; mode-2 flags
+    # AIC -> AIVs, a mode-1 meeting of the two AIVs.
     error, y, (a, b) = _sim.run_selftest_mix(0, blocks=3)
     assert error is None
     expected = 2 * (a.double() @ b.double().T)  # half products are exact; fp32 sums of 32 terms

@@ -50,8 +50,6 @@ struct TCubeTiling {
 
 namespace sim {
 
-struct MatmulState;
-
 // Checks a TCubeTiling against the cube's buffers; returns the L1 bytes it reserves.
 uint64_t CheckCubeTiling(const TCubeTiling& t, uint32_t a_bytes, uint32_t b_bytes);
 
@@ -79,7 +77,7 @@ void MatmulRegister(MatmulState& s);
 bool MatmulIterate(MatmulState& s);
 // Writes (or with atomic adds) the current block to C at `c` (fp32, `c_elems` elements).
 void MatmulStoreC(MatmulState& s, float* c, uint64_t c_elems, uint8_t enAtomic);
-void MatmulCheckReady(const MatmulState& s, const char* call);
+void MatmulCheckReady(const MatmulState& s);
 
 template <typename T>
 float LoadAs(const void* p, uint64_t i) { return static_cast<float>(static_cast<const T*>(p)[i]); }

@@ -36,6 +36,7 @@ enum MixBug : int32_t {
   kWritesSysWorkspace,   // kernel data in `workspace` instead of GetUserWorkspace(workspace)
   kSyncAllOnCube,        // SyncAll<true> on the AIC
   kTypeMismatch,         // declared MIX 1:2, launched on vector cores only (host side)
+  kMode1OnCube,          // CrossCoreSetFlag mode 1 (AIV <-> AIV) called on the AIC
 };
 
 constexpr int32_t kN = 32;  // M = N = K
@@ -87,12 +88,17 @@ void Cube(GM_ADDR a, GM_ADDR b, GM_ADDR user, GM_ADDR workspace, int32_t bug) {
   mm.SetSingleShape(bug == kSingleBeyondTiling ? 2 * kN : kN, kN, kN);
   mm.SetTensorA(aGm);
   if (bug != kIterateWithoutB) mm.SetTensorB(bGm, true);
-  mm.IterateAll(cGm);
+  if (GetBlockIdx() % 2 == 1) {
+    mm.IterateAll(cGm);
+  } else {
+    while (mm.Iterate()) mm.GetTensorC(cGm);
+  }
   mm.End();
   if (bug == kSyncAllOnCube) SyncAll();
   CrossCoreSetFlag<2, PIPE_FIX>(bug == kFlagIdRange ? 11 : 0);
   if (bug == kFlagLeftSet) CrossCoreSetFlag<2, PIPE_FIX>(3);
   if (bug == kOneAivSets) CrossCoreWaitFlag(1);
+  if (bug == kMode1OnCube) CrossCoreSetFlag<1, PIPE_FIX>(4);
 }
 
 void Vector(GM_ADDR user, GM_ADDR y, int32_t bug) {
@@ -119,6 +125,8 @@ void Vector(GM_ADDR user, GM_ADDR y, int32_t bug) {
   out = outQue.DeQue<float>();
   DataCopy(yGm, out, kCount);
   outQue.FreeTensor(out);
+  CrossCoreSetFlag<1, PIPE_MTE3>(4);  // both AIVs of the AI core: a pairwise barrier
+  CrossCoreWaitFlag(4);
 }
 
 }  // namespace

@@ -64,17 +64,16 @@ void MatmulRegister(MatmulState& s) {
   s.registered = true;
 }
 
-void MatmulCheckReady(const MatmulState& s, const char* call) {
-  (void)call;
+void MatmulCheckReady(const MatmulState& s) {
   if (s.org_m < 0) Fail("SetOrgShape not called");
   if (s.single_m < 0) Fail("SetSingleShape not called");
   if (s.a == nullptr || s.b == nullptr) Fail("SetTensorA and SetTensorB must be called before Iterate");
   if (s.single_m > s.org_m || s.single_n > s.org_n)
     Fail("single shape M x N " + Num(s.single_m) + " x " + Num(s.single_n) + " exceeds the org shape " +
          Num(s.org_m) + " x " + Num(s.org_n));
-  const int64_t ka = s.a_trans ? s.org_ka : s.org_ka, kb = s.org_kb;
-  if (!s.a_trans && s.single_k > ka) Fail("single K " + Num(s.single_k) + " exceeds A's row length orgKa " + Num(ka));
-  if (s.b_trans && s.single_k > kb) Fail("single K " + Num(s.single_k) + " exceeds B's row length orgKb " + Num(kb));
+  // K is A's row length (orgKa; A transposed: its row count) and B's (orgKb).
+  if (s.single_k > s.org_ka || s.single_k > s.org_kb)
+    Fail("single K " + Num(s.single_k) + " exceeds the org K of A (" + Num(s.org_ka) + ") or B (" + Num(s.org_kb) + ")");
   // The last element each operand is read at must lie inside its GlobalTensor.
   const uint64_t a_last = s.a_trans ? uint64_t(s.single_k - 1) * s.org_m + s.single_m - 1
                                     : uint64_t(s.single_m - 1) * s.org_ka + s.single_k - 1;
@@ -89,7 +88,7 @@ void MatmulCheckReady(const MatmulState& s, const char* call) {
 }
 
 bool MatmulIterate(MatmulState& s) {
-  MatmulCheckReady(s, "Iterate");
+  MatmulCheckReady(s);
   const TCubeTiling& t = *s.tiling;
   if (s.block < 0) {
     s.blocks_m = (s.single_m + t.baseM - 1) / t.baseM;

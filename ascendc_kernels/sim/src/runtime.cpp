@@ -72,18 +72,18 @@ const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what) {
   Launch& l = *Ctx().launch;
   // A pointer one past a region's end belongs to it only for an empty access, and only
   // when no region starts there (regions may be adjacent, like the parts of a workspace).
-  for (int pass = 0; pass < 2; ++pass)
-  for (size_t i = 0; i < l.regions.size(); ++i) {
-    const GmRegion& r = l.regions[i];
-    const bool inside = q >= r.begin && (pass == 0 ? q < r.begin + r.bytes : (bytes == 0 && q == r.begin + r.bytes));
-    if (inside) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < l.regions.size(); ++i) {
+      const GmRegion& r = l.regions[i];
+      const bool inside = q >= r.begin && (pass == 0 ? q < r.begin + r.bytes : (bytes == 0 && q == r.begin + r.bytes));
+      if (!inside) continue;
       if (static_cast<uint64_t>(q - r.begin) + bytes > r.bytes) {
         std::ostringstream s;
         s << what << " out of bounds of GM '" << r.name << "' (" << r.bytes << " bytes): bytes ["
           << (q - r.begin) << ", " << (q - r.begin) + bytes << ")";
         Fail(s.str());
       }
-      if (r.role == GmRole::SystemWorkspace && !Ctx().library_access)
+      if (r.role == GmRole::SystemWorkspace && bytes != 0 && !Ctx().library_access)
         Fail(std::string(what) + " inside the system workspace (reserved for the Matmul library): "
              "kernel code must use GetUserWorkspace(workspace)");
       // SetGlobalBuffer only names a range; the accesses through it are what touch GM.
