@@ -77,14 +77,14 @@ _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 @dataclass(frozen=True)
 class Counters:
-    """What the last operator call cost on the simulator (all its launches and GEMMs)."""
+    """What the last operator call cost on the simulator (each op is one launch)."""
 
     gm_read_bytes: int
     gm_write_bytes: int
-    ub_high_water: int  # bytes, the largest over blocks and launches
+    ub_high_water: int  # bytes, the largest over vector cores
     vector_instructions: int
     vector_repeats: int  # 256-byte vector repeats, all blocks
-    max_block_vector_repeats: int  # the busiest block's repeats, summed over launches
+    max_block_vector_repeats: int  # the busiest vector core's repeats
     cube_flops: int
     block_dim: int  # the launch's blockDim (cube cores of a MIX launch)
     launches: int
