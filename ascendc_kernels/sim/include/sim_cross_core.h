@@ -64,23 +64,42 @@ inline void CrossCoreSet(uint8_t mode, uint16_t id) {
   Launch& l = *c.launch;
   std::lock_guard<std::mutex> lock(l.mutex);
   GroupFlags& f = l.groups[c.group];
+  // The flag carries the setter's clock (happens-before for the race check).
+  const VectorClock token = c.clock;
+  ++c.clock[c.thread];
+  auto pop = [](std::vector<VectorClock>& q) {
+    VectorClock front = q.front();
+    q.erase(q.begin());
+    return front;
+  };
   if (c.core == CoreKind::Aic) {
-    ++f.to_aiv[0][id];
-    ++f.to_aiv[1][id];
+    for (int s = 0; s < 2; ++s) {
+      ++f.to_aiv[s][id];
+      f.to_aiv_clock[s][id].push_back(token);
+    }
   } else if (mode == 2) {
     ++f.aiv_mode2[c.sub_block][id];
+    f.aiv_mode2_clock[c.sub_block][id].push_back(token);
     while (f.aiv_mode2[0][id] > 0 && f.aiv_mode2[1][id] > 0) {
       --f.aiv_mode2[0][id];
       --f.aiv_mode2[1][id];
+      VectorClock both = pop(f.aiv_mode2_clock[0][id]);
+      JoinClock(both, pop(f.aiv_mode2_clock[1][id]));
       ++f.to_aic[id];
+      f.to_aic_clock[id].push_back(both);
     }
   } else {
     ++f.aiv_mode1[c.sub_block][id];
+    f.aiv_mode1_clock[c.sub_block][id].push_back(token);
     while (f.aiv_mode1[0][id] > 0 && f.aiv_mode1[1][id] > 0) {
       --f.aiv_mode1[0][id];
       --f.aiv_mode1[1][id];
-      ++f.to_aiv[0][id];
-      ++f.to_aiv[1][id];
+      VectorClock both = pop(f.aiv_mode1_clock[0][id]);
+      JoinClock(both, pop(f.aiv_mode1_clock[1][id]));
+      for (int s = 0; s < 2; ++s) {
+        ++f.to_aiv[s][id];
+        f.to_aiv_clock[s][id].push_back(both);
+      }
     }
   }
   l.cv.notify_all();
@@ -95,9 +114,12 @@ inline void CrossCoreWait(uint16_t id) {
   std::unique_lock<std::mutex> lock(l.mutex);
   GroupFlags& f = l.groups[c.group];
   int64_t& counter = c.core == CoreKind::Aic ? f.to_aic[id] : f.to_aiv[c.sub_block][id];
+  std::vector<VectorClock>& tokens = c.core == CoreKind::Aic ? f.to_aic_clock[id] : f.to_aiv_clock[c.sub_block][id];
   const std::function<bool()> ready = [&] { return counter > 0; };
   BlockOn(lock, ready, "CrossCoreWaitFlag(" + std::to_string(id) + ")");
   --counter;
+  JoinClock(c.clock, tokens.front());
+  tokens.erase(tokens.begin());
 }
 
 }  // namespace sim

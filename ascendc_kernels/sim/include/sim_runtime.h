@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "sim_race.h"
+
 namespace sim {
 
 // Hardware facts the kernels and tilings are written against (never literals in code).
@@ -103,6 +105,9 @@ struct BlockContext {
   uint32_t matmul_objects = 0;             // REGIST_MATMUL_OBJ registrations
   uint64_t matmul_l1_bytes = 0;            // L1 the registered Matmul objects reserve
   bool kernel_type_declared = false;
+  uint32_t thread = 0;         // index of this core's thread in the launch (race reports)
+  VectorClock clock;           // happens-before: this core's vector clock
+  bool atomic_store = false;   // set while the Matmul fixpipe adds into GM
 };
 
 BlockContext& Ctx();
@@ -140,6 +145,11 @@ struct GroupFlags {
   int64_t to_aic[kCrossCoreFlags] = {};        // waits the AIC may pass
   int64_t aiv_mode2[2][kCrossCoreFlags] = {};  // mode-2 sets of each AIV not yet paired
   int64_t aiv_mode1[2][kCrossCoreFlags] = {};  // mode-1 sets of each AIV not yet paired
+  // The setters' clocks travelling with the counts above (one per pending set, in order).
+  std::vector<VectorClock> to_aiv_clock[2][kCrossCoreFlags];
+  std::vector<VectorClock> to_aic_clock[kCrossCoreFlags];
+  std::vector<VectorClock> aiv_mode2_clock[2][kCrossCoreFlags];
+  std::vector<VectorClock> aiv_mode1_clock[2][kCrossCoreFlags];
 };
 
 struct Launch {
@@ -166,6 +176,13 @@ struct Launch {
   std::mutex atomic_mutex;  // serialises atomic-add writes to GM
   // Touched 32-byte sectors per region (the L2 model), one bit each.
   std::vector<std::vector<uint64_t>> touched;
+  // Race detection: per Workspace region one RaceUnit per 4 bytes (empty for others),
+  // the clocks joined at the SyncAll being assembled and at the last one completed, and
+  // each thread's name for messages ("AIC 0", "AIV 3", "block 2").
+  std::vector<std::vector<RaceUnit>> race_units;
+  std::mutex race_mutex;
+  VectorClock barrier_next, barrier_done;
+  std::vector<std::string> thread_names;
 };
 
 // Blocks the calling core until `ready()` (evaluated under launch.mutex) holds. Raises

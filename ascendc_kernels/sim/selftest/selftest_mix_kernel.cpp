@@ -37,6 +37,7 @@ enum MixBug : int32_t {
   kSyncAllOnCube,        // SyncAll<true> on the AIC
   kTypeMismatch,         // declared MIX 1:2, launched on vector cores only (host side)
   kMode1OnCube,          // CrossCoreSetFlag mode 1 (AIV <-> AIV) called on the AIC
+  kReadBeforeWait,       // an AIV copies C in before waiting for the AIC's flag: a data race
 };
 
 constexpr int32_t kN = 32;  // M = N = K
@@ -112,10 +113,11 @@ void Vector(GM_ADDR user, GM_ADDR y, int32_t bug) {
   GlobalTensor<float> cGm, yGm;
   cGm.SetGlobalBuffer((__gm__ float*)user + offset, kCount);
   yGm.SetGlobalBuffer((__gm__ float*)y + offset, kCount);
-  CrossCoreWaitFlag(bug == kWaitNeverSet ? 2 : 0);
+  if (bug != kReadBeforeWait) CrossCoreWaitFlag(bug == kWaitNeverSet ? 2 : 0);
   if (bug == kOneAivSets && GetSubBlockIdx() == 0) CrossCoreSetFlag<2, PIPE_MTE3>(1);
   LocalTensor<float> in = inQue.AllocTensor<float>();
   DataCopy(in, cGm, kCount);
+  if (bug == kReadBeforeWait) CrossCoreWaitFlag(0);
   inQue.EnQue(in);
   in = inQue.DeQue<float>();
   LocalTensor<float> out = outQue.AllocTensor<float>();

@@ -162,11 +162,13 @@ void MatmulStoreC(MatmulState& s, float* c, uint64_t c_elems, uint8_t enAtomic) 
   BlockContext& ctx = Ctx();
   Launch& l = *ctx.launch;
   std::unique_lock<std::mutex> lock(l.atomic_mutex, std::defer_lock);
+  ctx.atomic_store = enAtomic != 0;
   for (int64_t i = 0; i < s.c_rows; ++i) {
     float* out = c + (s.c_row0 + i) * ldc + s.c_col0;
     CheckGm(out, s.c_cols * sizeof(float), "Matmul C store");
     ctx.counters.gm_write_bytes += GmSectorBytes(out, s.c_cols * sizeof(float));
   }
+  ctx.atomic_store = false;
   if (enAtomic) lock.lock();  // the fixpipe's atomic add: no other core's add interleaves
   for (int64_t i = 0; i < s.c_rows; ++i) {
     float* out = c + (s.c_row0 + i) * ldc + s.c_col0;

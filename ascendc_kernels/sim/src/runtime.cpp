@@ -87,7 +87,10 @@ const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what) {
         Fail(std::string(what) + " inside the system workspace (reserved for the Matmul library): "
              "kernel code must use GetUserWorkspace(workspace)");
       // SetGlobalBuffer only names a range; the accesses through it are what touch GM.
-      if (std::strcmp(what, "SetGlobalBuffer") != 0) Touch(l, i, q, bytes);
+      if (std::strcmp(what, "SetGlobalBuffer") != 0) {
+        Touch(l, i, q, bytes);
+        if (r.role == GmRole::Workspace) RaceCheck(i, q, bytes, CurrentGmAccess(what));
+      }
       return r.begin + r.bytes;
     }
   }
@@ -129,9 +132,16 @@ void SyncAllBlocks() {
   std::unique_lock<std::mutex> lock(l.mutex);
   if (l.aborted) throw SimError("");
   const uint64_t gen = l.generation;
+  // Happens-before: everything each participant did before SyncAll precedes what every
+  // participant does after it.
+  JoinClock(l.barrier_next, c.clock);
+  ++c.clock[c.thread];
   if (++l.arrived == l.aiv_cores) {
     l.arrived = 0;
     ++l.generation;
+    l.barrier_done = l.barrier_next;
+    std::fill(l.barrier_next.begin(), l.barrier_next.end(), 0);
+    JoinClock(c.clock, l.barrier_done);
     l.cv.notify_all();
     return;
   }
@@ -140,7 +150,10 @@ void SyncAllBlocks() {
     return l.generation != gen || (l.finished > 0 && l.arrived + l.finished == l.aiv_cores);
   };
   BlockOn(lock, ready, "SyncAll");
-  if (l.generation != gen) return;
+  if (l.generation != gen) {
+    JoinClock(c.clock, l.barrier_done);
+    return;
+  }
   const uint32_t finished = l.finished;
   lock.unlock();
   Fail(std::to_string(finished) + " block(s) returned without reaching this SyncAll: the device would hang");
@@ -185,11 +198,24 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
   launch.threads = mix ? 3 * block_dim : block_dim;
   launch.aiv_cores = mix ? 2 * block_dim : block_dim;
   launch.groups.resize(mix ? block_dim : 0);
-  for (const GmRegion& r : regions) launch.touched.emplace_back((r.bytes / 32 + 64) / 64, 0);
+  for (const GmRegion& r : regions) {
+    launch.touched.emplace_back((r.bytes / 32 + 64) / 64, 0);
+    launch.race_units.emplace_back(r.role == GmRole::Workspace ? r.bytes / 4 + 1 : 0);
+  }
+  launch.barrier_next.assign(launch.threads, 0);
+  launch.barrier_done.assign(launch.threads, 0);
+  for (uint32_t i = 0; i < launch.threads; ++i) {
+    if (!mix) launch.thread_names.push_back("block " + std::to_string(i));
+    else if (i < block_dim) launch.thread_names.push_back("AIC " + std::to_string(i));
+    else launch.thread_names.push_back("AIV " + std::to_string(i - block_dim));
+  }
   std::vector<BlockContext> contexts(launch.threads);
   auto run_block = [&](uint32_t thread) {
     BlockContext& c = contexts[thread];
     c.launch = &launch;
+    c.thread = thread;
+    c.clock.assign(launch.threads, 0);
+    c.clock[thread] = 1;
     // MIX: threads [0, B) are the AIC cores, [B, 3B) the AIV cores 0..2B-1.
     if (mix && thread < block_dim) {
       c.core = CoreKind::Aic;
