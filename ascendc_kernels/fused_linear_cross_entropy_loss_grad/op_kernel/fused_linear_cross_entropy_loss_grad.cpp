@@ -30,8 +30,9 @@ constexpr uint16_t FLAG_DONE = 5;    // AIC -> AIV: this cube core's last atomic
 constexpr uint16_t FLAG_FREE = 6;    // +slot, high-performance mode: AIC -> AIV, G slot read
                                      // (memory-saving mode: LOGITS(s) says the same)
 
+// The host's Matmul tiling as CANN's TCubeTiling; fields the host does not fill stay 0.
 __aicore__ inline TCubeTiling ToCubeTiling(const FlceMatmulTiling& f) {
-  TCubeTiling t;
+  TCubeTiling t{};
   t.usedCoreNum = f.usedCoreNum;
   t.M = f.M; t.N = f.N; t.Ka = f.Ka; t.Kb = f.Kb;
   t.singleCoreM = f.singleCoreM; t.singleCoreN = f.singleCoreN; t.singleCoreK = f.singleCoreK;

@@ -13,9 +13,10 @@
 //
 // Numerics: half/bfloat16 products are exact in fp32; each C element is accumulated in
 // fp32 over K in order. Costs: 2·m·n·k cube FLOPs per block, and GM reads of the A and B
-// tiles a block loads into L1: an A panel (baseM rows, all of K) stays in L1 across
-// the N blocks of one M block when the tiling's depthA1 holds all of K (likewise B across
-// M blocks is not modelled: blocks go M-outer, N-inner), otherwise it is re-read.
+// tiles a block loads into L1: blocks go M-outer, N-inner; an A panel (baseM rows, all
+// of K) stays in L1 across the N blocks of one M block when the tiling's depthA1 holds
+// all of K, otherwise it is re-read; B's panel is read for every block (reuse of B across
+// M blocks is not modelled).
 #pragma once
 
 #include <algorithm>
