@@ -261,6 +261,14 @@ def test_sim_is_listed_and_chosen_only_on_request():
     assert _sim.last_counters().launches == 1
 
 
+@pytest.mark.parametrize("bt", [0, 5])
+def test_flce_with_h_zero_launches_nothing(bt):
+    inputs = testing.flce_inputs(FlceCase(bt, 0, 7, torch.float16, seed=1))
+    input_grad, weight_grad = _flce_sim(inputs)
+    assert input_grad.shape == (bt, 0) and weight_grad.shape == (7, 0)
+    assert _sim.last_counters().launches == 0
+
+
 def test_flce_kernel_leaves_softmax_unchanged():  # read-only: G goes to the workspace ring
     inputs = testing.flce_inputs(FlceCase(9, 8, 50, mode=testing.HIGH_PERFORMANCE, seed=3))
     before = inputs["softmax"].clone()

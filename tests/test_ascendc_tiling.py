@@ -196,6 +196,6 @@ def test_flce_tiling_keys_and_rejections():
     assert flce_tiling(4, 4, 4, dtype=2, mode=1, packed=True, target64=True).tiling_key == 15
     assert b"float16 or bfloat16" in flce_tiling(4, 4, 4, dtype=0).error
     assert b"V must be" in flce_tiling(4, 4, 0).error
-    assert b"H must be" in flce_tiling(4, 0, 4).error
-    empty = flce_tiling(0, 4, 4)  # BT = 0: nothing to launch (never a launch of blockDim 0)
-    assert empty.block_dim == 0 and empty.workspace_bytes == 0 and empty.error == b""
+    for bt, h in ((0, 4), (4, 0)):  # BT = 0 or H = 0: nothing to launch (never a launch of blockDim 0)
+        empty = flce_tiling(bt, h, 4)
+        assert empty.block_dim == 0 and empty.workspace_bytes == 0 and empty.error == b""

@@ -29,7 +29,7 @@ struct FusedLinearCrossEntropyLossGradShape {
 
 struct FusedLinearCrossEntropyLossGradTiling {
   FusedLinearCrossEntropyLossGradTilingData data;
-  uint32_t blockDim;           // cube cores to launch (0 when BT = 0: nothing to launch)
+  uint32_t blockDim;           // cube cores to launch (0 when BT = 0 or H = 0: nothing to launch)
   uint64_t tilingKey;          // mode + 2*(dtype is bf16) + 4*maskPacked + 8*target64
   uint64_t sysWorkspaceBytes;  // the Matmul library's system workspace, in front of ours
   uint64_t workspaceBytes;     // system + user
@@ -67,7 +67,6 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
   if (shape.dtype != kFloat16 && shape.dtype != kBFloat16) { t.error = "input dtype must be float16 or bfloat16"; return t; }
   if (shape.mode > kHighPerformance) { t.error = "unknown mode"; return t; }
   if (shape.v == 0) { t.error = "V must be >= 1"; return t; }
-  if (shape.h == 0) { t.error = "H must be >= 1"; return t; }
   if (shape.h > (1u << 30) || shape.v > (1u << 30) || shape.bt > (1u << 30)) {
     t.error = "BT, H and V must each be below 2^30 (the Matmul shapes are 32-bit)";
     return t;
@@ -79,10 +78,13 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
   d.rowBlocks = CeilDiv(shape.bt, kFlceRowBlock);
   d.colBlocks = CeilDiv(shape.v, kFlceColBlock);
   d.tasks = d.rowBlocks * d.colBlocks;
-  d.cubeCores = static_cast<uint32_t>(Min(platform.aiCores, d.tasks));
+  // BT = 0 or H = 0: the outputs hold nothing to compute (weight_grad is zero or empty);
+  // no launch, never one with blockDim 0.
+  const bool empty = shape.bt == 0 || shape.h == 0;
+  d.cubeCores = empty ? 0 : static_cast<uint32_t>(Min(platform.aiCores, d.tasks));
   d.mode = shape.mode;
   d.gTileRows = kFlceGTileRows;
-  d.castCols = static_cast<uint32_t>(Min(shape.h, kFlceCastElems));
+  d.castCols = static_cast<uint32_t>(Max(1, Min(shape.h, kFlceCastElems)));
   d.castRows = static_cast<uint32_t>(Max(1, kFlceCastElems / RoundUpTo(d.castCols, 16)));
   const uint64_t e = DtypeBytes(shape.dtype);
   d.logitsSlotBytes = shape.mode == kMemorySaving ? uint64_t(kFlceRowBlock) * kFlceColBlock * 4 : 0;
@@ -96,8 +98,8 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
   d.weightGradMm = FlceMm(kFlceColBlock, h, kFlceRowBlock, 256, 128, kFlceRowBlock / 64);
   t.blockDim = d.cubeCores;
   t.tilingKey = shape.mode + 2 * (shape.dtype == kBFloat16) + 4 * shape.maskPacked + 8 * shape.target64;
-  t.sysWorkspaceBytes = shape.bt == 0 ? 0 : kFlceSysWorkspaceBytes;
-  t.workspaceBytes = shape.bt == 0 ? 0 : t.sysWorkspaceBytes + d.userWorkspaceBytes;
+  t.sysWorkspaceBytes = empty ? 0 : kFlceSysWorkspaceBytes;
+  t.workspaceBytes = empty ? 0 : t.sysWorkspaceBytes + d.userWorkspaceBytes;
   return t;
 }
 

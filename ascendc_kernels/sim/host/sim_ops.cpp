@@ -199,7 +199,7 @@ int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args, void* wo
     if (workspace_bytes < t.workspaceBytes)
       throw sim::SimError("fused_linear_cross_entropy_loss_grad: workspace too small");
     const uint32_t e = akn::DtypeBytes(a.dtype);
-    if (t.blockDim == 0) {  // BT = 0: nothing to launch; weight_grad is zero (a memset on the device)
+    if (t.blockDim == 0) {  // BT = 0 or H = 0: nothing to launch; weight_grad is zero (a memset on the device)
       std::memset(a.weight_grad, 0, a.v * a.h * e);
       t_counters.gm_write_bytes += a.v * a.h * e;
       t_counters.touched_data_bytes += a.v * a.h * e;
