@@ -38,6 +38,9 @@ enum MixBug : int32_t {
   kTypeMismatch,         // declared MIX 1:2, launched on vector cores only (host side)
   kMode1OnCube,          // CrossCoreSetFlag mode 1 (AIV <-> AIV) called on the AIC
   kReadBeforeWait,       // an AIV copies C in before waiting for the AIC's flag: a data race
+  kUseBeforeRegist,      // SetOrgShape on a Matmul object never registered
+  kOperandBeyondTensor,  // A's GlobalTensor holds 16 of the 32 rows the shape reads
+  kGetCWithoutIterate,   // GetTensorC before any Iterate
 };
 
 constexpr int32_t kN = 32;  // M = N = K
@@ -66,7 +69,7 @@ void Cube(GM_ADDR a, GM_ADDR b, GM_ADDR user, GM_ADDR workspace, int32_t bug) {
   TCubeTiling tiling = Tiling(bug);
   GlobalTensor<half> aGm, bGm;
   GlobalTensor<float> cGm;
-  aGm.SetGlobalBuffer((__gm__ half*)a, kN * kN);
+  aGm.SetGlobalBuffer((__gm__ half*)a, bug == kOperandBeyondTensor ? kN * kN / 2 : kN * kN);
   bGm.SetGlobalBuffer((__gm__ half*)b, kN * kN);
   GM_ADDR c = bug == kWritesSysWorkspace ? workspace : user + GetBlockIdx() * kN * kN * sizeof(float);
   cGm.SetGlobalBuffer((__gm__ float*)c, bug == kCOutOfBounds ? kN * kN / 2 : kN * kN);
@@ -83,12 +86,17 @@ void Cube(GM_ADDR a, GM_ADDR b, GM_ADDR user, GM_ADDR workspace, int32_t bug) {
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
     mm.SetTensorA(aGm, true);
   }
+  if (bug == kUseBeforeRegist) {
+    Matmul<AType, ATransType, CType> unregistered;
+    unregistered.SetOrgShape(kN, kN, kN);
+  }
   Matmul<AType, ATransType, CType> mm;
   REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
   mm.SetOrgShape(kN, kN, kN);
   mm.SetSingleShape(bug == kSingleBeyondTiling ? 2 * kN : kN, kN, kN);
   mm.SetTensorA(aGm);
   if (bug != kIterateWithoutB) mm.SetTensorB(bGm, true);
+  if (bug == kGetCWithoutIterate) mm.GetTensorC(cGm);
   if (GetBlockIdx() % 2 == 1) {
     mm.IterateAll(cGm);
   } else {
