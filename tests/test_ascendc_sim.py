@@ -122,44 +122,132 @@ def _flce_sim(inputs, **options):
     return _sim.fused_linear_cross_entropy_loss_grad(**clone_inputs(inputs), **options)
 
 
+# Bug number in ascendc_kernels/sim/selftest/selftest_mix_kernel.cpp -> the core that
+# misbehaves (on the last of 2 AI cores), the call, and words the message must contain.
+MIX_RULES = {
+    "matmul_on_a_vector_core": (1, "AIV 3/4", "REGIST_MATMUL_OBJ", "runs on the cube core"),
+    "l0a_overflow": (2, "AIC 1/2", "REGIST_MATMUL_OBJ", "L0A overflow"),
+    "l0b_overflow": (3, "AIC 1/2", "REGIST_MATMUL_OBJ", "L0B overflow"),
+    "l0c_overflow": (4, "AIC 1/2", "REGIST_MATMUL_OBJ", "L0C overflow"),
+    "l1_overflow": (5, "AIC 1/2", "REGIST_MATMUL_OBJ", "L1 overflow"),
+    "base_block_off_the_fractal": (6, "AIC 1/2", "REGIST_MATMUL_OBJ", "16-row fractal"),
+    "base_k_off_the_fractal": (7, "AIC 1/2", "REGIST_MATMUL_OBJ", "multiple of 32 bytes"),
+    "transpose_not_declared": (8, "AIC 1/2", "Matmul::SetTensorA", "without ISTRANS"),
+    "single_shape_beyond_tiling": (9, "AIC 1/2", "Matmul::SetSingleShape", "exceeds the tiling's singleCore"),
+    "iterate_without_operand": (10, "AIC 1/2", "Matmul::IterateAll", "must be called before Iterate"),
+    "matmul_without_system_workspace": (11, "AIC 1/2", "REGIST_MATMUL_OBJ", "needs the system workspace"),
+    "regist_after_init_buffer": (12, "AIC 1/2", "REGIST_MATMUL_OBJ", "after TPipe::InitBuffer"),
+    "more_than_four_matmuls": (13, "AIC 1/2", "REGIST_MATMUL_OBJ", "more than 4 Matmul objects"),
+    "c_beyond_its_tensor": (14, "AIC 1/2", "Matmul::IterateAll", "beyond its GlobalTensor's 512"),
+    "wait_for_a_flag_never_set": (15, "AIV ", "CrossCoreWaitFlag", "none can proceed"),
+    "aic_waits_for_one_aiv_only": (16, "AIC 1/2", "CrossCoreWaitFlag", "none can proceed"),
+    "flag_left_set_at_kernel_end": (17, "AI core 1", "kernel end", "flag 3 set for AIV 2 was never waited for"),
+    "flag_id_out_of_range": (18, "AIC 1/2", "CrossCoreSetFlag", "flagId 11 outside [0, 10]"),
+    "kernel_data_in_the_system_workspace": (19, "AIC 1/2", "GlobalTensor::SetGlobalBuffer", "GetUserWorkspace"),
+    "syncall_on_the_cube_core": (20, "AIC 1/2", "SyncAll", "called on a cube core"),
+    "mix_kernel_launched_on_vector_cores": (21, "block ", "KERNEL_TASK_TYPE_DEFAULT", "launched on vector cores only"),
+    "mode_1_flag_on_the_cube_core": (22, "AIC 1/2", "CrossCoreSetFlag", "mode 1 synchronises the two AIVs"),
+    # Whichever of the two comes second is stopped: the AIV reading, or the AIC storing.
+    "read_before_the_flag_is_a_data_race": (23, "A", None, "data race on GM 'user workspace'"),
+    "matmul_used_before_registration": (24, "AIC 1/2", "Matmul::SetOrgShape", "before REGIST_MATMUL_OBJ"),
+    "operand_beyond_its_tensor": (25, "AIC 1/2", "Matmul::IterateAll", "beyond its GlobalTensor's 512"),
+    "get_tensor_c_before_iterate": (26, "AIC 1/2", "Matmul::GetTensorC", "without a block from Iterate"),
+}
+
+
+def test_mix_selftest_kernel_runs_clean_without_a_bug():
+    # 3 AI cores: IterateAll on core 1, Iterate + GetTensorC on cores 0 and 2; mode-2 flags
+    # AIC -> AIVs, a mode-1 meeting of the two AIVs.
+    error, y, (a, b) = _sim.run_selftest_mix(0, blocks=3)
+    assert error is None
+    expected = 2 * (a.double() @ b.double().T)  # half products are exact; fp32 sums of 32 terms
+    assert torch.allclose(y.double(), expected.expand(3, 32, 32), rtol=1e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("rule", list(MIX_RULES))
+def test_each_mix_rule_stops_the_wrong_kernel(rule):
+    bug, core, call, words = MIX_RULES[rule]
+    error, _, _ = _sim.run_selftest_mix(bug, blocks=2)
+    assert error is not None, f"{rule}: the simulator let the wrong kernel run"
+    assert f"kernel 'selftest_mix' {core}" in error, error
+    assert call is None or f", {call}: " in error, error
+    assert words in error, error
+
+
+FLCE_SHAPES = [
+    (300, 24, 611),   # 3 row blocks (the last 44 rows), 3 vocabulary blocks (the last 99 columns)
+    (1, 40, 257),     # one row; a 1-column vocabulary tail
+    (129, 3, 256),    # a 1-row tail; V exactly one block
+]
+
+
 @pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
-@pytest.mark.parametrize("cores", [1, 5, 48])
-def test_flce_kernel_row_chunks_and_core_counts(mode, cores):
-    # A 5 KiB budget holds 4 rows of (4 + 2) x 211 bytes in memory-saving mode (12 rows of
-    # 2 x 211 in high-performance mode): 7 (3) chunks, weight_grad accumulated in fp32.
-    inputs = testing.flce_inputs(FlceCase(25, 24, 211, torch.float16, mode, "packed", torch.int32, seed=4))
-    ours = _flce_sim(inputs, workspace_budget=5 * 1024, vector_cores=cores)
-    assert _sim.last_counters().launches == (7 if mode == testing.MEMORY_SAVING else 3)
+@pytest.mark.parametrize("cores", [1, 4, 24])
+@pytest.mark.parametrize("shape", FLCE_SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_flce_kernel_on_any_cube_core_count(shape, cores, mode):
+    bt, h, v = shape
+    inputs = testing.flce_inputs(FlceCase(bt, h, v, torch.float16, mode, "packed", torch.int32, seed=4))
+    ours = _flce_sim(inputs, ai_cores=cores)
+    counters = _sim.last_counters()
+    tasks = -(-bt // 128) * -(-v // 256)
+    assert counters.launches == 1 and counters.cube_cores == counters.block_dim == min(cores, tasks)
     assert_matches(ours, testing.flce_oracle(inputs), testing.flce_naive(inputs))
 
 
 @pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
-def test_flce_kernel_rows_longer_than_a_tile(mode):
-    # V = 40000 > 16256 columns per tile: each row takes 3 tiles, the last one a tail.
-    inputs = testing.flce_inputs(FlceCase(3, 4, 40_000, torch.bfloat16, mode, "bool", torch.int64, seed=6))
-    inputs["masked_target"][0] = 39_999  # the target in the tail tile
-    inputs["masked_target"][1] = 16_256  # the first column of the second tile
-    inputs["target_mask"][:2] = False
-    assert_matches(_flce_sim(inputs), testing.flce_oracle(inputs), testing.flce_naive(inputs))
+def test_flce_kernel_targets_at_vocabulary_block_edges(mode):
+    # V = 1000: blocks of 256 columns, the last one 232 wide; targets on block edges.
+    inputs = testing.flce_inputs(FlceCase(6, 16, 1000, torch.bfloat16, mode, "bool", torch.int64, seed=6))
+    inputs["masked_target"][:6] = torch.tensor([999, 256, 255, 0, 768, 767])
+    inputs["target_mask"][:6] = False
+    assert_matches(_flce_sim(inputs, ai_cores=3), testing.flce_oracle(inputs), testing.flce_naive(inputs))
 
 
-def test_flce_gemm_operands_are_read_as_often_as_the_tiling_says():
-    bt, h, v = 40, 32, 300
-    inputs = testing.flce_inputs(FlceCase(bt, h, v, torch.float16, seed=2))
-    budget = 12 * v * 6  # 12 rows per chunk: 4 chunks
-    _flce_sim(inputs, workspace_budget=budget)
-    counters = _sim.last_counters()
-    chunks = 4
-    assert counters.launches == chunks
-    e = 2
-    # Per chunk: logits GEMM reads x_c and w; the vector kernel reads logits, writes G;
-    # input_grad GEMM reads G and w; weight_grad GEMM reads G and x_c (and the fp32
-    # accumulator after the first chunk).
-    gemm_reads = 2 * bt * h * e + 2 * chunks * v * h * e + 2 * bt * v * e + (chunks - 1) * v * h * 4
-    # logits rows; grad, mask byte, target, max and sum: one 32-byte sector each per row.
-    kernel_reads = bt * (-(-v * 4 // 32) + 1) * 32 + bt * 5 * 32
-    assert counters.cube_flops == 3 * 2 * bt * h * v
-    assert counters.gm_read_bytes <= gemm_reads + kernel_reads
+def _flce_matmul_reads(bt, h, v, mode):
+    """GM bytes the three Matmuls read, per their tilings: per task (r rows, c columns) the
+    logits Matmul reads x_b and w_b (memory-saving mode), G·w_b reads G once (all of
+    K = c stays in L1) and w_b, Gᵀ·x_b reads G once and x_b."""
+    row_blocks, col_blocks = -(-bt // 128), -(-v // 256)
+    x_reads = bt * h * col_blocks * (2 if mode == testing.MEMORY_SAVING else 1)
+    w_reads = v * h * row_blocks * (2 if mode == testing.MEMORY_SAVING else 1)
+    return 2 * (x_reads + w_reads + 2 * bt * v)
+
+
+@pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
+def test_flce_cube_work_and_reads_are_as_the_tiling_says(mode):
+    bt, h, v = 200, 32, 700
+    inputs = testing.flce_inputs(FlceCase(bt, h, v, torch.float16, mode, "packed", torch.int32, seed=2))
+    _flce_sim(inputs, ai_cores=4)
+    c = _sim.last_counters()
+    gemms = 3 if mode == testing.MEMORY_SAVING else 2
+    assert c.cube_flops == gemms * 2 * bt * h * v
+    # The busiest cube core: 6 tasks dealt round-robin over 4 cores -> 2 tasks at most.
+    assert c.max_core_cube_flops <= 2 * gemms * 2 * 128 * 256 * h
+    # Vector side: P once (fp32: the logits ring or softmax), the accumulators once for
+    # the cast; per row and task a few scalars, each a 32-byte sector.
+    col_blocks = -(-v // 256)
+    vector_reads = bt * v * 4 + (bt + v) * h * 4
+    slack = bt * col_blocks * 6 * 32 + (bt + v) * 32 * 2
+    mm = _flce_matmul_reads(bt, h, v, mode)
+    assert mm + vector_reads <= c.gm_read_bytes <= mm + vector_reads + slack
+
+
+@pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
+@pytest.mark.parametrize("shape", [(256, 64, 1024), (300, 40, 1111)], ids=["even", "vocabulary-tail"])
+def test_flce_hbm_traffic_is_near_the_minimum_when_it_fits_in_l2(shape, mode):
+    # Inputs and outputs are each touched (read from / written to HBM) about once; every
+    # other access is an L2 hit (reported separately), the workspace stays in L2.
+    bt, h, v = shape
+    inputs = testing.flce_inputs(FlceCase(bt, h, v, torch.bfloat16, mode, "packed", torch.int64, seed=3))
+    _flce_sim(inputs)
+    c = _sim.last_counters()
+    minimum = 2 * (bt * h + v * h) * 2 + bt * 4 + -(-bt // 8) + bt * 8
+    minimum += bt * 8 if mode == testing.MEMORY_SAVING else bt * v * 4
+    # (A little under the minimum is possible: masked rows' targets are never read.)
+    assert 0.95 * minimum <= c.touched_data_bytes <= 1.2 * minimum
+    # No [BT, V] buffer: the workspace is rings (fixed size per cube core) + accumulators.
+    ring = 2 * 128 * 256 * ((4 if mode == testing.MEMORY_SAVING else 0) + 2)
+    assert c.touched_workspace_bytes <= c.cube_cores * ring + (bt + v) * h * 4
 
 
 def test_batch_norm_kernel_fills_the_ub_it_is_given():
@@ -175,7 +263,15 @@ def test_sim_is_listed_and_chosen_only_on_request():
     assert _sim.last_counters().launches == 1
 
 
-def test_flce_kernel_leaves_softmax_unchanged():
+@pytest.mark.parametrize("bt", [0, 5])
+def test_flce_with_h_zero_launches_nothing(bt):
+    inputs = testing.flce_inputs(FlceCase(bt, 0, 7, torch.float16, seed=1))
+    input_grad, weight_grad = _flce_sim(inputs)
+    assert input_grad.shape == (bt, 0) and weight_grad.shape == (7, 0)
+    assert _sim.last_counters().launches == 0
+
+
+def test_flce_kernel_leaves_softmax_unchanged():  # read-only: G goes to the workspace ring
     inputs = testing.flce_inputs(FlceCase(9, 8, 50, mode=testing.HIGH_PERFORMANCE, seed=3))
     before = inputs["softmax"].clone()
     ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl="sim")

@@ -30,15 +30,27 @@ class BnTiling(ctypes.Structure):
                 ("ub_bytes_per_element", u32), ("fixed_ub_bytes", u32), ("error", ctypes.c_char * 128)]
 
 
+i32 = ctypes.c_int32
+MM_FIELDS = ["usedCoreNum", "M", "N", "Ka", "Kb", "singleCoreM", "singleCoreN", "singleCoreK", "baseM", "baseN",
+             "baseK", "depthA1", "depthB1", "stepM", "stepN", "isBias", "iterateOrder", "stepKa", "stepKb", "dbL0A",
+             "dbL0B", "dbL0C"]
+
+
+class FlceMm(ctypes.Structure):
+    _fields_ = [(name, i32) for name in MM_FIELDS]
+
+
 class FlceData(ctypes.Structure):
-    _fields_ = [("rowBegin", u64), ("rows", u64), ("v", u64), ("srcRowStride", u64), ("tileCols", u32),
-                ("inTileBytes", u32), ("outTileBytes", u32), ("usedCores", u32), ("colTiles", u64), ("tasks", u64)]
+    _fields_ = [("bt", u64), ("h", u64), ("v", u64), ("rowBlocks", u64), ("colBlocks", u64), ("tasks", u64),
+                ("rowBlock", u32), ("colBlock", u32), ("cubeCores", u32), ("mode", u32), ("gTileRows", u32),
+                ("castRows", u32), ("castCols", u32), ("reserved", u32), ("ringBytes", u64),
+                ("logitsSlotBytes", u64), ("gSlotBytes", u64), ("accOffset", u64), ("userWorkspaceBytes", u64),
+                ("logitsMm", FlceMm), ("inputGradMm", FlceMm), ("weightGradMm", FlceMm)]
 
 
 class FlceTiling(ctypes.Structure):
-    _fields_ = [("chunk_rows", u64), ("chunks", u64), ("logits_offset", u64), ("g_offset", u64),
-                ("weight_grad_acc_offset", u64), ("workspace_bytes", u64), ("tiling_key", u64),
-                ("first_chunk", FlceData), ("last_chunk", FlceData), ("error", ctypes.c_char * 128)]
+    _fields_ = [("data", FlceData), ("block_dim", u32), ("tiling_key", u64), ("sys_workspace_bytes", u64),
+                ("workspace_bytes", u64), ("error", ctypes.c_char * 128)]
 
 
 def bn_tiling(n, c, s, dtype=0, out_half=False, platform=A2) -> BnTiling:
@@ -48,11 +60,11 @@ def bn_tiling(n, c, s, dtype=0, out_half=False, platform=A2) -> BnTiling:
     return out
 
 
-def flce_tiling(bt, h, v, dtype=1, mode=0, packed=True, target64=False, budget=0, platform=A2) -> FlceTiling:
+def flce_tiling(bt, h, v, dtype=1, mode=0, packed=True, target64=False, platform=A2) -> FlceTiling:
     out = FlceTiling()
     _sim.library().asim_fused_linear_cross_entropy_loss_grad_tiling(
         u64(bt), u64(h), u64(v), u32(dtype), u32(mode), ctypes.c_int(packed), ctypes.c_int(target64),
-        u64(budget), ctypes.byref(platform), ctypes.byref(out))
+        ctypes.byref(platform), ctypes.byref(out))
     return out
 
 
@@ -123,29 +135,60 @@ def test_bn_tiling_keys_and_rejections():
     assert b"32-bit" in bn_tiling(2, 1 << 20, 1 << 12).error
 
 
-def test_flce_chunks_follow_the_workspace_budget():
-    t = flce_tiling(1000, 64, 5000, budget=5000 * 6 * 100)  # 100 rows fit
-    assert t.chunk_rows == 100 and t.chunks == 10
-    assert t.logits_offset == 0 < t.g_offset < t.weight_grad_acc_offset < t.workspace_bytes
-    assert t.g_offset >= 100 * 5000 * 4 and t.weight_grad_acc_offset - t.g_offset >= 100 * 5000 * 2
-    assert t.workspace_bytes - t.weight_grad_acc_offset >= 5000 * 64 * 4  # fp32 accumulator
-    hp = flce_tiling(1000, 64, 5000, mode=1, budget=5000 * 6 * 100)
-    assert hp.chunk_rows == 300 and hp.g_offset == 0  # no logits buffer: softmax is read directly
+def test_flce_tasks_cover_bt_by_v_over_the_cube_cores():
+    t = flce_tiling(300, 64, 611)  # 3 x 3 tasks of 128 rows x 256 columns, the last ones shorter
+    d = t.data
+    assert (d.rowBlock, d.colBlock, d.rowBlocks, d.colBlocks, d.tasks) == (128, 256, 3, 3, 9)
+    assert t.block_dim == d.cubeCores == 9  # fewer tasks than the 24 cube cores
+    big = flce_tiling(4096, 64, 32_000)
+    assert big.data.tasks == 32 * 125 and big.block_dim == 24
+    few = flce_tiling(4096, 64, 32_000, platform=Platform(192 * 1024, 32, 256, 10, 5))
+    assert few.block_dim == 5
 
 
-def test_flce_single_chunk_needs_no_accumulator():
-    t = flce_tiling(64, 16, 256)
-    assert t.chunks == 1 and t.workspace_bytes == t.weight_grad_acc_offset
+def test_flce_workspace_is_a_bounded_ring_plus_the_accumulators():
+    for mode, slot in ((0, 128 * 256 * (4 + 2)), (1, 128 * 256 * 2)):
+        small, big = flce_tiling(300, 64, 611, mode=mode), flce_tiling(100_000, 64, 150_000, mode=mode)
+        for t in (small, big):
+            d = t.data
+            assert d.ringBytes == 2 * slot  # two slots, whatever BT and V
+            assert d.accOffset == d.cubeCores * d.ringBytes
+            assert d.userWorkspaceBytes == d.accOffset + (d.bt + d.v) * d.h * 4  # fp32 [BT + V, H]
+            assert t.workspace_bytes == t.sys_workspace_bytes + d.userWorkspaceBytes
+        assert big.data.accOffset == 24 * 2 * slot  # no [BT, V] buffer in either mode
+    assert flce_tiling(300, 64, 611, mode=1).data.logitsSlotBytes == 0  # softmax is read directly
 
 
-def test_flce_vector_tiles_and_cores():
-    t = flce_tiling(10, 8, 40_000)
-    first, last = t.first_chunk, t.last_chunk
-    assert first.tileCols == 16_256 and first.colTiles == 3 and first.tasks == 30
-    assert first.usedCores == 30 and first.inTileBytes % 32 == 0 and first.outTileBytes % 32 == 0
-    small = flce_tiling(1000, 8, 100, budget=100 * 6 * 64)  # 64 rows a chunk, 1000 = 15 x 64 + 40
-    assert small.last_chunk.rowBegin == 960 and small.last_chunk.rows == 40
-    assert small.first_chunk.usedCores == 48
+def _l1_bytes(mm, elem=2):
+    return (mm.depthA1 * mm.baseM + mm.depthB1 * mm.baseN) * mm.baseK * elem
+
+
+@pytest.mark.parametrize("h", [1, 24, 4096])
+def test_flce_matmul_tilings_fit_the_cube_buffers(h):
+    d = flce_tiling(1000, h, 5000).data
+    mms = (d.logitsMm, d.inputGradMm, d.weightGradMm)
+    for mm in mms:
+        assert mm.baseM % 16 == 0 and mm.baseN % 16 == 0 and (mm.baseK * 2) % 32 == 0
+        assert mm.baseM * mm.baseK * 2 * mm.dbL0A <= 64 * 1024  # L0A
+        assert mm.baseN * mm.baseK * 2 * mm.dbL0B <= 64 * 1024  # L0B
+        assert mm.baseM * mm.baseN * 4 * mm.dbL0C <= 128 * 1024  # L0C, fp32
+    assert sum(_l1_bytes(mm) for mm in mms) <= 512 * 1024  # all three live in L1 together
+    assert (d.logitsMm.singleCoreM, d.logitsMm.singleCoreN, d.logitsMm.singleCoreK) == (128, 256, h)
+    assert (d.inputGradMm.singleCoreM, d.inputGradMm.singleCoreN, d.inputGradMm.singleCoreK) == (128, h, 256)
+    assert (d.weightGradMm.singleCoreM, d.weightGradMm.singleCoreN, d.weightGradMm.singleCoreK) == (256, h, 128)
+    # G stays in L1 across the N blocks of G·w and Gᵀ·x: depthA1 x baseK covers K.
+    assert d.inputGradMm.depthA1 * d.inputGradMm.baseK >= 256
+    assert d.weightGradMm.depthA1 * d.weightGradMm.baseK >= 128
+
+
+def test_flce_vector_tiles_fit_ub():
+    for h in (1, 24, 2048, 5000):
+        d = flce_tiling(10, h, 300).data
+        g_tile = 2 * d.gTileRows * d.colBlock * (4 + 2)
+        pitch32, pitch16 = -(-d.castCols // 8) * 8, -(-d.castCols // 16) * 16
+        cast = d.castRows * (2 * pitch32 * 4 + 2 * pitch16 * 2 + pitch32 * 4)
+        assert g_tile + cast <= 192 * 1024
+        assert d.castCols == min(h, 2048) and d.castRows >= 1
 
 
 def test_flce_tiling_keys_and_rejections():
@@ -153,4 +196,6 @@ def test_flce_tiling_keys_and_rejections():
     assert flce_tiling(4, 4, 4, dtype=2, mode=1, packed=True, target64=True).tiling_key == 15
     assert b"float16 or bfloat16" in flce_tiling(4, 4, 4, dtype=0).error
     assert b"V must be" in flce_tiling(4, 4, 0).error
-    assert flce_tiling(0, 4, 4).workspace_bytes == 0
+    for bt, h in ((0, 4), (4, 0)):  # BT = 0 or H = 0: nothing to launch (never a launch of blockDim 0)
+        empty = flce_tiling(bt, h, 4)
+        assert empty.block_dim == 0 and empty.workspace_bytes == 0 and empty.error == b""

@@ -45,15 +45,15 @@ _u64, _u32, _int, _vp = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int, ctypes.c
 class _Counters(ctypes.Structure):
     _fields_ = [(name, _u64) for name in (
         "gm_read_bytes", "gm_write_bytes", "ub_high_water", "vector_instructions", "vector_repeats",
-        "max_block_vector_repeats", "cube_flops", "block_dim", "launches")]
+        "max_block_vector_repeats", "cube_flops", "block_dim", "launches", "max_core_cube_flops", "cube_cores",
+        "touched_data_bytes", "touched_workspace_bytes")]
 
 
 class _FlceArgs(ctypes.Structure):
     _fields_ = [("grad", _vp), ("input", _vp), ("weight", _vp), ("target_mask", _vp), ("mask_bytes", _u64),
                 ("masked_target", _vp), ("logits_max", _vp), ("sum_exp_logits", _vp), ("softmax", _vp),
                 ("input_grad", _vp), ("weight_grad", _vp), ("bt", _u64), ("h", _u64), ("v", _u64),
-                ("dtype", _u32), ("mask_packed", _int), ("target64", _int), ("workspace_budget", _u64),
-                ("vector_cores", _u32)]
+                ("dtype", _u32), ("mask_packed", _int), ("target64", _int), ("ai_cores", _u32)]
 
 
 if _lib is not None:
@@ -68,6 +68,7 @@ if _lib is not None:
     _lib.asim_fused_linear_cross_entropy_loss_grad.argtypes = [ctypes.POINTER(_FlceArgs), _vp, _u64]
     _lib.asim_run_selftest_kernel.argtypes = [ctypes.c_int32, _u32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
+    _lib.asim_run_selftest_mix.argtypes = [ctypes.c_int32, _u32, _vp, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_batch_norm_reduce_backward_tiling.restype = None
     _lib.asim_fused_linear_cross_entropy_loss_grad_tiling.restype = None
 
@@ -76,17 +77,23 @@ _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
 @dataclass(frozen=True)
 class Counters:
-    """What the last operator call cost on the simulator (all its launches and GEMMs)."""
+    """What the last operator call cost on the simulator (each op is one launch)."""
 
     gm_read_bytes: int
     gm_write_bytes: int
-    ub_high_water: int  # bytes, the largest over blocks and launches
+    ub_high_water: int  # bytes, the largest over vector cores
     vector_instructions: int
     vector_repeats: int  # 256-byte vector repeats, all blocks
-    max_block_vector_repeats: int  # the busiest block's repeats, summed over launches
+    max_block_vector_repeats: int  # the busiest vector core's repeats
     cube_flops: int
-    block_dim: int
+    block_dim: int  # the launch's blockDim (cube cores of a MIX launch)
     launches: int
+    max_core_cube_flops: int  # the busiest cube core's FLOPs
+    cube_cores: int  # AIC cores of the MIX launch (0: vector only)
+    # The L2 model: bytes of 32-byte sectors touched at least once, inputs and outputs
+    # (each read from or written to HBM once when the footprint fits in L2) and workspace.
+    touched_data_bytes: int
+    touched_workspace_bytes: int
 
 
 def library() -> ctypes.CDLL:
@@ -137,8 +144,9 @@ def batch_norm_reduce_backward(grad_out, input, mean, invstd, weight, input_g, w
 
 def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, masked_target, label_smoothing=0.0,
                                          logits_max=None, sum_exp_logits=None, softmax=None,
-                                         *, workspace_budget: int = 0, vector_cores: int = 0):
-    """SPEC §1 on the simulator; the caller has validated the arguments."""
+                                         *, ai_cores: int = 0):
+    """SPEC §1 on the simulator (one MIX launch, `ai_cores` cube cores with 2 vector cores
+    each; 0: the platform's 24); the caller has validated the arguments."""
     del label_smoothing  # validated to be 0.0
     lib = library()
     bt, h = input.shape
@@ -152,10 +160,10 @@ def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, maske
         _ptr(grad), _ptr(input), _ptr(weight), _ptr(target_mask), target_mask.numel(), _ptr(masked_target),
         _ptr(logits_max), _ptr(sum_exp_logits), _ptr(softmax), _ptr(input_grad), _ptr(weight_grad),
         bt, h, v, _DTYPE_CODE[input.dtype], target_mask.dtype == torch.uint8,
-        masked_target.dtype == torch.int64, workspace_budget, vector_cores)
-    workspace_bytes, chunks = _u64(), _u64()
+        masked_target.dtype == torch.int64, ai_cores)
+    workspace_bytes, block_dim = _u64(), _u64()
     _check(lib.asim_fused_linear_cross_entropy_loss_grad_workspace_size(
-        ctypes.byref(args), ctypes.byref(workspace_bytes), ctypes.byref(chunks)))
+        ctypes.byref(args), ctypes.byref(workspace_bytes), ctypes.byref(block_dim)))
     workspace = torch.empty(max(workspace_bytes.value, 1), dtype=torch.uint8)
     _check(lib.asim_fused_linear_cross_entropy_loss_grad(ctypes.byref(args), _ptr(workspace), workspace_bytes.value))
     return input_grad, weight_grad
@@ -181,3 +189,17 @@ def run_selftest_syncall(blocks: int, skip_last: bool = False) -> tuple[str | No
     status = library().asim_run_selftest_syncall(blocks, _ptr(slots), _ptr(seen), int(skip_last), message,
                                                  len(message))
     return (message.value.decode() if status else None), seen
+
+
+def run_selftest_mix(bug: int, blocks: int = 2) -> tuple[str | None, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """Runs the simulator's MIX self-test kernel (per AI core: y = 2 · A · Bᵀ, 32 x 32 x 32,
+    the product on the cube core with the Matmul API, the scaling on the two vector cores)
+    with one injected bug. Returns the simulator's error (None when it ran clean), y
+    [blocks, 32, 32] and the half inputs (A, B)."""
+    generator = torch.Generator().manual_seed(7)
+    a = torch.randn(32, 32, generator=generator).half()
+    b = torch.randn(32, 32, generator=generator).half()
+    y = torch.zeros(blocks, 32, 32)
+    message = ctypes.create_string_buffer(4096)
+    status = library().asim_run_selftest_mix(bug, blocks, _ptr(a), _ptr(b), _ptr(y), message, len(message))
+    return (message.value.decode() if status else None), y, (a, b)

@@ -1,7 +1,12 @@
-// Host tiling of fused_linear_cross_entropy_loss_grad: a pure function of the shapes,
-// dtypes, mode and platform facts. It fixes the row chunks (so memory-saving mode never
-// holds more than one chunk of logits), the workspace layout and, per chunk, the vector
-// kernel's tiling. Unit tested on CPU; the simulator's host composition uses it as is.
+// Host tiling of fused_linear_cross_entropy_loss_grad, one MIX kernel (AIC:AIV = 1:2): a
+// pure function of the shapes, dtypes, mode and platform facts. Unit tested on CPU
+// (tests/test_ascendc_tiling.py); the simulator's host side and the CANN TilingFunc use it.
+//
+// The work is BT x V cut into tasks of kFlceRowBlock rows x kFlceColBlock vocabulary
+// columns, dealt round-robin to the cube cores. Per task the cube computes the fp32
+// logits block (memory-saving mode), its two vector cores turn it into G, and the cube
+// adds G·w_b and Gᵀ·x_b into fp32 accumulators. The workspace holds a two-slot ring per
+// cube core (bounded whatever BT and V are) and the accumulators; no [BT, V] buffer.
 #pragma once
 
 #include <cstdint>
@@ -20,69 +25,82 @@ struct FusedLinearCrossEntropyLossGradShape {
   uint32_t mode;         // FlceMode
   bool maskPacked;       // bit-packed uint8 (else bool [BT])
   bool target64;         // int64 masked_target (else int32)
-  uint64_t workspaceBudgetBytes;  // cap on the per-chunk buffers (0: the default)
 };
 
 struct FusedLinearCrossEntropyLossGradTiling {
-  uint64_t chunkRows;      // rows per chunk (the last may be shorter)
-  uint64_t chunks;
-  // Workspace layout (bytes from its start): per-chunk logits (fp32, memory-saving mode
-  // only), per-chunk G (input dtype), and the fp32 weight_grad accumulator when more than
-  // one chunk contributes to it.
-  uint64_t logitsOffset, gOffset, weightGradAccOffset, workspaceBytes;
-  uint64_t tilingKey;      // mode + 2*(dtype is bf16) + 4*maskPacked + 8*target64
+  FusedLinearCrossEntropyLossGradTilingData data;
+  uint32_t blockDim;           // cube cores to launch (0 when BT = 0 or H = 0: nothing to launch)
+  uint64_t tilingKey;          // mode + 2*(dtype is bf16) + 4*maskPacked + 8*target64
+  uint64_t sysWorkspaceBytes;  // the Matmul library's system workspace, in front of ours
+  uint64_t workspaceBytes;     // system + user
   std::string error;
 };
 
-constexpr uint32_t kFlceBufferNum = 2;
-constexpr uint64_t kFlceDefaultBudget = 64ull << 20;  // 64 MiB of per-chunk buffers
-constexpr uint32_t kFlceReservedUb = 1024;
+constexpr uint32_t kFlceRowBlock = 128;  // rows of a task
+constexpr uint32_t kFlceColBlock = 256;  // vocabulary columns of a task
+constexpr uint32_t kFlceGTileRows = 32;  // UB: 2 x 32 x 256 x 4 (fp32 in) + 2 x 32 x 256 x 2 (G out) = 96 KiB
+constexpr uint32_t kFlceCastElems = 2048;  // fp32 elements of an accumulator tile (8 KiB)
+// CANN: platform_ascendc::PlatformAscendC::GetLibApiWorkSpaceSize() (16 MiB on A2/A3).
+constexpr uint64_t kFlceSysWorkspaceBytes = 16ull << 20;
+constexpr uint64_t kFlceWorkspaceAlign = 512;
 
-// Columns per tile: an fp32 input queue and a half output queue, double buffered:
-// 2 x 4 + 2 x 2 = 12 bytes per column. 910B: (196608 - 1024) / 12 = 16298 -> 16256.
-inline uint32_t FlceTileCols(const PlatformFacts& platform) {
-  const uint32_t lanes = platform.repeatBytes / 4;
-  return (platform.ubBytes - kFlceReservedUb) / (kFlceBufferNum * (4 + 2)) / lanes * lanes;
+// The three Matmuls' TCubeTilings. Base blocks obey the cube's fractal rules (multiples
+// of 16 rows/columns, K a multiple of 16 half elements) and fit L0A/L0B (64 KiB, double
+// buffered) and L0C (128 KiB fp32); their L1 depths together take 320 KiB of the 512.
+inline FlceMatmulTiling FlceMm(int32_t m, int32_t n, int32_t k, int32_t baseM, int32_t baseN, int32_t stepKa) {
+  FlceMatmulTiling t{};
+  t.usedCoreNum = 1;
+  t.M = m; t.N = n; t.Ka = k; t.Kb = k;
+  t.singleCoreM = m; t.singleCoreN = n; t.singleCoreK = k;
+  t.baseM = baseM; t.baseN = baseN; t.baseK = 64;
+  t.stepM = 1; t.stepN = 1; t.stepKa = stepKa; t.stepKb = 1;
+  t.depthA1 = stepKa == 1 ? 2 : stepKa;  // all of K resident when stepKa covers it, else double buffered
+  t.depthB1 = 2;
+  t.isBias = 0; t.iterateOrder = 0;
+  t.dbL0A = 2; t.dbL0B = 2; t.dbL0C = 1;
+  return t;
 }
 
 inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad(
-    const FusedLinearCrossEntropyLossGradShape& shape, const PlatformFacts& /*platform*/) {
+    const FusedLinearCrossEntropyLossGradShape& shape, const PlatformFacts& platform) {
   FusedLinearCrossEntropyLossGradTiling t{};
   if (shape.dtype != kFloat16 && shape.dtype != kBFloat16) { t.error = "input dtype must be float16 or bfloat16"; return t; }
   if (shape.mode > kHighPerformance) { t.error = "unknown mode"; return t; }
   if (shape.v == 0) { t.error = "V must be >= 1"; return t; }
-  const uint64_t budget = shape.workspaceBudgetBytes ? shape.workspaceBudgetBytes : kFlceDefaultBudget;
-  // Per row of a chunk: fp32 logits (memory-saving mode) and G in the input dtype.
-  const uint64_t perRow = shape.v * ((shape.mode == kMemorySaving ? 4 : 0) + 2);
-  t.chunkRows = Max(1, Min(shape.bt, budget / perRow));
-  t.chunks = shape.bt == 0 ? 0 : CeilDiv(shape.bt, t.chunkRows);
-  const uint64_t align = 512;  // keep every workspace part 512-byte aligned
-  t.logitsOffset = 0;
-  const uint64_t logitsBytes = shape.mode == kMemorySaving ? RoundUpTo(t.chunkRows * shape.v * 4, align) : 0;
-  t.gOffset = logitsBytes;
-  t.weightGradAccOffset = t.gOffset + RoundUpTo(t.chunkRows * shape.v * 2, align);
-  const uint64_t accBytes = t.chunks > 1 ? RoundUpTo(shape.v * shape.h * 4, align) : 0;
-  t.workspaceBytes = shape.bt == 0 ? 0 : t.weightGradAccOffset + accBytes;
+  if (shape.h > (1u << 30) || shape.v > (1u << 30) || shape.bt > (1u << 30)) {
+    t.error = "BT, H and V must each be below 2^30 (the Matmul shapes are 32-bit)";
+    return t;
+  }
+  FusedLinearCrossEntropyLossGradTilingData& d = t.data;
+  d.bt = shape.bt; d.h = shape.h; d.v = shape.v;
+  d.rowBlock = kFlceRowBlock;
+  d.colBlock = kFlceColBlock;
+  d.rowBlocks = CeilDiv(shape.bt, kFlceRowBlock);
+  d.colBlocks = CeilDiv(shape.v, kFlceColBlock);
+  d.tasks = d.rowBlocks * d.colBlocks;
+  // BT = 0 or H = 0: the outputs hold nothing to compute (weight_grad is zero or empty);
+  // no launch, never one with blockDim 0.
+  const bool empty = shape.bt == 0 || shape.h == 0;
+  d.cubeCores = empty ? 0 : static_cast<uint32_t>(Min(platform.aiCores, d.tasks));
+  d.mode = shape.mode;
+  d.gTileRows = kFlceGTileRows;
+  d.castCols = static_cast<uint32_t>(Max(1, Min(shape.h, kFlceCastElems)));
+  d.castRows = static_cast<uint32_t>(Max(1, kFlceCastElems / RoundUpTo(d.castCols, 16)));
+  const uint64_t e = DtypeBytes(shape.dtype);
+  d.logitsSlotBytes = shape.mode == kMemorySaving ? uint64_t(kFlceRowBlock) * kFlceColBlock * 4 : 0;
+  d.gSlotBytes = uint64_t(kFlceRowBlock) * kFlceColBlock * e;
+  d.ringBytes = RoundUpTo(2 * (d.logitsSlotBytes + d.gSlotBytes), kFlceWorkspaceAlign);
+  d.accOffset = uint64_t(d.cubeCores) * d.ringBytes;
+  d.userWorkspaceBytes = d.accOffset + (shape.bt + shape.v) * shape.h * 4;
+  const int32_t h = static_cast<int32_t>(shape.h);
+  d.logitsMm = FlceMm(kFlceRowBlock, kFlceColBlock, h, 128, 256, 1);
+  d.inputGradMm = FlceMm(kFlceRowBlock, h, kFlceColBlock, 128, 256, kFlceColBlock / 64);
+  d.weightGradMm = FlceMm(kFlceColBlock, h, kFlceRowBlock, 256, 128, kFlceRowBlock / 64);
+  t.blockDim = d.cubeCores;
   t.tilingKey = shape.mode + 2 * (shape.dtype == kBFloat16) + 4 * shape.maskPacked + 8 * shape.target64;
+  t.sysWorkspaceBytes = empty ? 0 : kFlceSysWorkspaceBytes;
+  t.workspaceBytes = empty ? 0 : t.sysWorkspaceBytes + d.userWorkspaceBytes;
   return t;
-}
-
-// The vector kernel's tiling for chunk `chunk`.
-inline FusedLinearCrossEntropyLossGradTilingData TileFlceChunk(const FusedLinearCrossEntropyLossGradShape& shape,
-                                                               const FusedLinearCrossEntropyLossGradTiling& t,
-                                                               uint64_t chunk, const PlatformFacts& platform) {
-  FusedLinearCrossEntropyLossGradTilingData d{};
-  d.rowBegin = chunk * t.chunkRows;
-  d.rows = Min(t.chunkRows, shape.bt - d.rowBegin);
-  d.v = shape.v;
-  d.srcRowStride = shape.v;
-  d.tileCols = static_cast<uint32_t>(Min(FlceTileCols(platform), shape.v));
-  d.inTileBytes = static_cast<uint32_t>(RoundUpTo(uint64_t(d.tileCols) * 4, platform.blockBytes));
-  d.outTileBytes = static_cast<uint32_t>(RoundUpTo(uint64_t(d.tileCols) * DtypeBytes(shape.dtype), platform.blockBytes));
-  d.colTiles = CeilDiv(shape.v, d.tileCols);
-  d.tasks = d.rows * d.colTiles;
-  d.usedCores = static_cast<uint32_t>(Min(platform.vectorCores, d.tasks));
-  return d;
 }
 
 }  // namespace ascend_ops_kernels

@@ -1,24 +1,23 @@
 // The simulator's host side of both operators, as a C ABI for ctypes: for each op an
 // aclnn-style two-phase pair (…_workspace_size, then the call with that workspace), which
-// tiles with the same pure functions the CANN TilingFunc uses and launches the kernels
-// through ICPU_RUN_KF. Errors come back as a non-zero status and asim_last_error().
+// tiles with the same pure functions the CANN TilingFunc uses and launches the kernel
+// (one launch per call) through ICPU_RUN_KF. Errors come back as a non-zero status and asim_last_error().
 #include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "kernel_operator.h"
-#include "sim_matmul.h"
 #include "../../batch_norm_reduce_backward/op_host/batch_norm_reduce_backward_tiling.h"
 #include "../../fused_linear_cross_entropy_loss_grad/op_host/fused_linear_cross_entropy_loss_grad_tiling.h"
 
 extern "C" void batch_norm_reduce_backward(GM_ADDR gradOut, GM_ADDR input, GM_ADDR mean, GM_ADDR invstd,
                                            GM_ADDR weight, GM_ADDR sumDy, GM_ADDR sumDyXmu, GM_ADDR gradWeight,
                                            GM_ADDR gradBias, GM_ADDR workspace, GM_ADDR tiling);
-extern "C" void fused_linear_cross_entropy_loss_grad(GM_ADDR grad, GM_ADDR source, GM_ADDR targetMask,
-                                                     GM_ADDR maskedTarget, GM_ADDR logitsMax,
-                                                     GM_ADDR sumExpLogits, GM_ADDR gradLogits,
-                                                     GM_ADDR workspace, GM_ADDR tiling);
+extern "C" void fused_linear_cross_entropy_loss_grad(GM_ADDR grad, GM_ADDR input, GM_ADDR weight,
+                                                     GM_ADDR targetMask, GM_ADDR maskedTarget, GM_ADDR logitsMax,
+                                                     GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR inputGrad,
+                                                     GM_ADDR weightGrad, GM_ADDR workspace, GM_ADDR tiling);
 
 namespace akn = ascend_ops_kernels;
 
@@ -38,6 +37,10 @@ void Accumulate(sim::LaunchCounters& total, const sim::LaunchCounters& one) {
   total.vector_repeats += one.vector_repeats;
   total.max_block_vector_repeats += one.max_block_vector_repeats;  // launches run one after another
   total.cube_flops += one.cube_flops;
+  total.max_core_cube_flops += one.max_core_cube_flops;  // launches run one after another
+  total.cube_cores = std::max(total.cube_cores, one.cube_cores);
+  total.touched_data_bytes += one.touched_data_bytes;
+  total.touched_workspace_bytes += one.touched_workspace_bytes;
 }
 
 akn::PlatformFacts Platform(uint32_t vector_cores) {
@@ -73,7 +76,8 @@ extern "C" {
 
 struct AsimCounters {
   uint64_t gm_read_bytes, gm_write_bytes, ub_high_water, vector_instructions, vector_repeats,
-      max_block_vector_repeats, cube_flops, block_dim, launches;
+      max_block_vector_repeats, cube_flops, block_dim, launches, max_core_cube_flops, cube_cores,
+      touched_data_bytes, touched_workspace_bytes;
 };
 
 const char* asim_last_error() { return t_error.c_str(); }
@@ -82,7 +86,8 @@ void asim_last_counters(AsimCounters* out) {
   const sim::LaunchCounters& c = t_counters;
   *out = AsimCounters{c.gm_read_bytes, c.gm_write_bytes, c.ub_high_water, c.vector_instructions, c.vector_repeats,
                       c.max_block_vector_repeats, c.cube_flops, c.block_dim,
-                      static_cast<uint64_t>(sim::RecordedLaunches().size())};
+                      static_cast<uint64_t>(sim::RecordedLaunches().size()), c.max_core_cube_flops, c.cube_cores,
+                      c.touched_data_bytes, c.touched_workspace_bytes};
 }
 
 // ---- batch_norm_reduce_backward -------------------------------------------------------
@@ -154,89 +159,78 @@ struct AsimFlceArgs {
   uint32_t dtype;
   int mask_packed;
   int target64;
-  uint64_t workspace_budget;    // 0: default
-  uint32_t vector_cores;        // 0: the platform's
+  uint32_t ai_cores;            // cube cores (2 vector cores each); 0: the platform's
 };
 
 static akn::FusedLinearCrossEntropyLossGradShape FlceShape(const AsimFlceArgs& a) {
   return akn::FusedLinearCrossEntropyLossGradShape{
       a.bt, a.h, a.v, a.dtype, a.softmax ? akn::kHighPerformance : akn::kMemorySaving, a.mask_packed != 0,
-      a.target64 != 0, a.workspace_budget};
+      a.target64 != 0};
+}
+
+static akn::PlatformFacts FlcePlatform(uint32_t ai_cores) {
+  akn::PlatformFacts p = akn::kAscend910B;
+  if (ai_cores != 0) {
+    p.aiCores = ai_cores;
+    p.vectorCores = 2 * ai_cores;
+  }
+  return p;
 }
 
 int asim_fused_linear_cross_entropy_loss_grad_workspace_size(const AsimFlceArgs* args, uint64_t* workspace_bytes,
-                                                             uint64_t* chunks) {
+                                                             uint64_t* block_dim) {
   return Guard([&] {
-    const auto t = akn::TileFusedLinearCrossEntropyLossGrad(FlceShape(*args), Platform(args->vector_cores));
+    const auto t = akn::TileFusedLinearCrossEntropyLossGrad(FlceShape(*args), FlcePlatform(args->ai_cores));
     if (!t.error.empty()) throw sim::SimError("fused_linear_cross_entropy_loss_grad tiling: " + t.error);
     *workspace_bytes = t.workspaceBytes;
-    *chunks = t.chunks;
+    *block_dim = t.blockDim;
   });
 }
 
-// Per chunk of rows: [memory-saving] logits = x_c · wᵀ (GEMM, fp32 out) -> G_c (vector
-// kernel) -> input_grad_c = G_c · w (GEMM) -> weight_grad (+)= G_cᵀ · x_c (GEMM, fp32
-// accumulator in the workspace when there is more than one chunk, rounded at the last).
+// One MIX launch does everything (no GEMM on the host). The workspace is the Matmul
+// library's system workspace followed by the kernel's user workspace.
 int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args, void* workspace, uint64_t workspace_bytes) {
   return Guard([&] {
     const AsimFlceArgs& a = *args;
     t_counters = sim::LaunchCounters{};
     sim::RecordedLaunches().clear();
-    const akn::PlatformFacts platform = Platform(a.vector_cores);
-    const auto shape = FlceShape(a);
-    const auto t = akn::TileFusedLinearCrossEntropyLossGrad(shape, platform);
+    const auto t = akn::TileFusedLinearCrossEntropyLossGrad(FlceShape(a), FlcePlatform(a.ai_cores));
     if (!t.error.empty()) throw sim::SimError("fused_linear_cross_entropy_loss_grad tiling: " + t.error);
     if (workspace_bytes < t.workspaceBytes)
       throw sim::SimError("fused_linear_cross_entropy_loss_grad: workspace too small");
-    const uint32_t e = 2;  // bytes of the half dtype
-    const sim::MatDtype half_dtype = a.dtype == akn::kBFloat16 ? sim::MatDtype::BF16 : sim::MatDtype::F16;
-    auto* ws = static_cast<uint8_t*>(workspace);
-    if (a.bt == 0) {  // no rows: weight_grad is zero (a memset on the device)
+    const uint32_t e = akn::DtypeBytes(a.dtype);
+    if (t.blockDim == 0) {  // BT = 0 or H = 0: nothing to launch; weight_grad is zero (a memset on the device)
       std::memset(a.weight_grad, 0, a.v * a.h * e);
       t_counters.gm_write_bytes += a.v * a.h * e;
+      t_counters.touched_data_bytes += a.v * a.h * e;
       return;
     }
-    auto* logits = reinterpret_cast<float*>(ws + t.logitsOffset);
-    auto* g = ws + t.gOffset;
-    auto* acc = reinterpret_cast<float*>(ws + t.weightGradAccOffset);
-    const auto* x = static_cast<const uint8_t*>(a.input);
-    for (uint64_t chunk = 0; chunk < t.chunks; ++chunk) {
-      FusedLinearCrossEntropyLossGradTilingData tiling = akn::TileFlceChunk(shape, t, chunk, platform);
-      const uint64_t r0 = tiling.rowBegin, rows = tiling.rows;
-      const sim::MatView x_c{x + r0 * a.h * e, half_dtype, rows, a.h, a.h, false};
-      const sim::MatView w_t{a.weight, half_dtype, a.h, a.v, a.h, true};  // wᵀ [H, V]
-      const float* source = a.softmax ? a.softmax + r0 * a.v : logits;
-      if (!a.softmax) sim::HostMatmul(x_c, w_t, logits, sim::MatDtype::F32, a.v, nullptr, t_counters);
-
-      std::vector<sim::GmRegion> regions = {
-          Region(a.grad, a.bt * 4, "grad"), Region(a.target_mask, a.mask_bytes, "target_mask"),
-          Region(a.masked_target, a.bt * (a.target64 ? 8 : 4), "masked_target"),
-          Region(source, rows * a.v * 4, a.softmax ? "softmax" : "workspace logits"),
-          Region(g, rows * a.v * e, "workspace G")};
-      if (!a.softmax) {
-        regions.push_back(Region(a.logits_max, a.bt * 4, "logits_max"));
-        regions.push_back(Region(a.sum_exp_logits, a.bt * 4, "sum_exp_logits"));
-      }
-      sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions};
-      const sim::LaunchCounters counters = ICPU_RUN_KF(
-          fused_linear_cross_entropy_loss_grad, tiling.usedCores, (GM_ADDR)a.grad, (GM_ADDR)source,
-          (GM_ADDR)a.target_mask, (GM_ADDR)a.masked_target, (GM_ADDR)a.logits_max, (GM_ADDR)a.sum_exp_logits,
-          (GM_ADDR)g, (GM_ADDR)workspace, reinterpret_cast<GM_ADDR>(&tiling));
-      Accumulate(t_counters, counters);
-
-      const sim::MatView g_c{g, half_dtype, rows, a.v, a.v, false};
-      const sim::MatView g_t{g, half_dtype, a.v, rows, a.v, true};  // G_cᵀ [V, rows]
-      const sim::MatView w{a.weight, half_dtype, a.v, a.h, a.h, false};
-      auto* ig = static_cast<uint8_t*>(a.input_grad) + r0 * a.h * e;
-      sim::HostMatmul(g_c, w, ig, half_dtype, a.h, nullptr, t_counters);
-      const bool last = chunk + 1 == t.chunks;
-      const float* acc_in = chunk == 0 ? nullptr : acc;
-      if (last) {
-        sim::HostMatmul(g_t, x_c, a.weight_grad, half_dtype, a.h, acc_in, t_counters);
-      } else {
-        sim::HostMatmul(g_t, x_c, acc, sim::MatDtype::F32, a.h, acc_in, t_counters);
-      }
+    FusedLinearCrossEntropyLossGradTilingData tiling = t.data;
+    auto* ws = static_cast<uint8_t*>(workspace);
+    std::vector<sim::GmRegion> regions = {
+        Region(a.grad, a.bt * 4, "grad"), Region(a.input, a.bt * a.h * e, "input"),
+        Region(a.weight, a.v * a.h * e, "weight"), Region(a.target_mask, a.mask_bytes, "target_mask"),
+        Region(a.masked_target, a.bt * (a.target64 ? 8 : 4), "masked_target"),
+        Region(a.input_grad, a.bt * a.h * e, "input_grad"), Region(a.weight_grad, a.v * a.h * e, "weight_grad")};
+    if (a.softmax) {
+      regions.push_back(Region(a.softmax, a.bt * a.v * 4, "softmax"));
+    } else {
+      regions.push_back(Region(a.logits_max, a.bt * 4, "logits_max"));
+      regions.push_back(Region(a.sum_exp_logits, a.bt * 4, "sum_exp_logits"));
     }
+    sim::GmRegion sys = Region(ws, t.sysWorkspaceBytes, "system workspace");
+    sys.role = sim::GmRole::SystemWorkspace;
+    sim::GmRegion user = Region(ws + t.sysWorkspaceBytes, t.data.userWorkspaceBytes, "user workspace");
+    user.role = sim::GmRole::Workspace;
+    regions.push_back(sys);
+    regions.push_back(user);
+    sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions, sim::LaunchKind::MixAic1To2};
+    const sim::LaunchCounters counters = ICPU_RUN_KF(
+        fused_linear_cross_entropy_loss_grad, t.blockDim, (GM_ADDR)a.grad, (GM_ADDR)a.input, (GM_ADDR)a.weight,
+        (GM_ADDR)a.target_mask, (GM_ADDR)a.masked_target, (GM_ADDR)a.logits_max, (GM_ADDR)a.sum_exp_logits,
+        (GM_ADDR)a.softmax, (GM_ADDR)a.input_grad, (GM_ADDR)a.weight_grad, (GM_ADDR)workspace,
+        reinterpret_cast<GM_ADDR>(&tiling));
+    Accumulate(t_counters, counters);
   });
 }
 

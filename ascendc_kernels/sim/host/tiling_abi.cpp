@@ -34,30 +34,23 @@ void asim_batch_norm_reduce_backward_tiling(uint64_t n, uint64_t c, uint64_t s, 
 }
 
 struct AsimFlceTiling {
-  uint64_t chunk_rows, chunks, logits_offset, g_offset, weight_grad_acc_offset, workspace_bytes, tiling_key;
-  FusedLinearCrossEntropyLossGradTilingData first_chunk;
-  FusedLinearCrossEntropyLossGradTilingData last_chunk;
+  FusedLinearCrossEntropyLossGradTilingData data;
+  uint32_t block_dim;
+  uint64_t tiling_key, sys_workspace_bytes, workspace_bytes;
   char error[128];
 };
 
 void asim_fused_linear_cross_entropy_loss_grad_tiling(uint64_t bt, uint64_t h, uint64_t v, uint32_t dtype,
                                                       uint32_t mode, int mask_packed, int target64,
-                                                      uint64_t budget, const akn::PlatformFacts* platform,
-                                                      AsimFlceTiling* out) {
-  const akn::FusedLinearCrossEntropyLossGradShape shape{bt, h, v, dtype, mode, mask_packed != 0, target64 != 0, budget};
+                                                      const akn::PlatformFacts* platform, AsimFlceTiling* out) {
+  const akn::FusedLinearCrossEntropyLossGradShape shape{bt, h, v, dtype, mode, mask_packed != 0, target64 != 0};
   const auto t = akn::TileFusedLinearCrossEntropyLossGrad(shape, *platform);
   *out = AsimFlceTiling{};
-  out->chunk_rows = t.chunkRows;
-  out->chunks = t.chunks;
-  out->logits_offset = t.logitsOffset;
-  out->g_offset = t.gOffset;
-  out->weight_grad_acc_offset = t.weightGradAccOffset;
-  out->workspace_bytes = t.workspaceBytes;
+  out->data = t.data;
+  out->block_dim = t.blockDim;
   out->tiling_key = t.tilingKey;
-  if (t.error.empty() && t.chunks > 0) {
-    out->first_chunk = akn::TileFlceChunk(shape, t, 0, *platform);
-    out->last_chunk = akn::TileFlceChunk(shape, t, t.chunks - 1, *platform);
-  }
+  out->sys_workspace_bytes = t.sysWorkspaceBytes;
+  out->workspace_bytes = t.workspaceBytes;
   std::strncpy(out->error, t.error.c_str(), sizeof(out->error) - 1);
 }
 

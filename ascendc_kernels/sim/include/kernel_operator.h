@@ -5,11 +5,13 @@
 #include <cstring>
 
 #include "sim_copy.h"
+#include "sim_cross_core.h"
 #include "sim_dtypes.h"
 #include "sim_runtime.h"
 #include "sim_sync.h"
 #include "sim_tensor.h"
 #include "sim_vector.h"
+#include "sim_workspace.h"
 
 // Tiling data declared as a standard C++ struct (CANN: REGISTER_TILING_DEFAULT +
 // GET_TILING_DATA_WITH_STRUCT).
@@ -18,7 +20,7 @@
   StructType var;                                            \
   std::memcpy(&var, (tiling), sizeof(StructType))
 #define TILING_KEY_IS(key) (sim::CurrentTilingKey() == static_cast<uint64_t>(key))
-#define KERNEL_TASK_TYPE_DEFAULT(type)
+#define KERNEL_TASK_TYPE_DEFAULT(type) sim::DeclareKernelType(type)
 
 // CANN's CPU debug launcher: run `kernel(args...)` on blockDim blocks, each in a thread.
 #define ICPU_RUN_KF(kernel, blockDim, ...) \
@@ -29,13 +31,14 @@ namespace sim {
 struct LaunchArgs {
   uint64_t tiling_key = 0;
   std::vector<GmRegion> regions;
+  LaunchKind kind = LaunchKind::Vector;  // MixAic1To2: blockDim AIC + 2 x blockDim AIV cores
 };
 LaunchArgs& NextLaunch();  // what the host sets before ICPU_RUN_KF
 
 inline LaunchCounters RunKernel(const char* name, uint32_t block_dim, const std::function<void()>& body) {
   LaunchArgs args = NextLaunch();
   NextLaunch() = LaunchArgs{};
-  return RunBlocks(name, block_dim, args.tiling_key, args.regions, body);
+  return RunBlocks(name, block_dim, args.tiling_key, args.regions, body, Soc910B(), args.kind);
 }
 
 }  // namespace sim

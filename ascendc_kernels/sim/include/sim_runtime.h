@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "sim_race.h"
+
 namespace sim {
 
 // Hardware facts the kernels and tilings are written against (never literals in code).
@@ -24,6 +26,12 @@ struct SocSpec {
   double hbm_bytes_per_s;     // modelling assumptions for the report
   double cube_fp16_flops;
   double vector_clock_hz;     // one repeat per cycle per vector core
+  // Cube core buffers (the Matmul API's capacity rules) and the shared L2 cache.
+  uint32_t l1_bytes;
+  uint32_t l0a_bytes;
+  uint32_t l0b_bytes;
+  uint32_t l0c_bytes;
+  uint64_t l2_bytes;
 };
 
 const SocSpec& Soc910B();
@@ -34,7 +42,14 @@ class SimError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Which kind of core a simulated block runs on: a vector core (AIV) or, in a MIX launch,
+// a cube core (AIC). A MIX 1:2 launch of blockDim B runs B AIC and 2B AIV cores; AI core
+// g (a "group") holds AIC g and AIV 2g, 2g+1.
+enum class CoreKind : uint8_t { Aiv, Aic };
+enum class LaunchKind : uint8_t { Vector, MixAic1To2 };
+
 struct BlockCounters {
+  uint64_t cube_flops = 0;  // Matmul multiply-adds x 2 on this core
   uint64_t gm_read_bytes = 0;
   uint64_t gm_write_bytes = 0;
   uint64_t ub_high_water = 0;
@@ -51,14 +66,23 @@ struct LaunchCounters {
   uint64_t vector_instructions = 0;
   uint64_t vector_repeats = 0;
   uint64_t max_block_vector_repeats = 0;  // the critical path of the vector work
-  uint64_t cube_flops = 0;                // host-composed GEMMs add these
+  uint64_t cube_flops = 0;                // Matmul API calls on the cube cores
+  uint64_t max_core_cube_flops = 0;       // the busiest cube core
+  uint32_t cube_cores = 0;                // AIC cores of a MIX launch (0: a vector launch)
+  // The L2 model: bytes of each region's 32-byte sectors touched at least once, by role.
+  // A footprint that fits in L2 is read from (or written to) HBM once; every other access
+  // is an L2 hit. gm_read_bytes/gm_write_bytes above count every access (L2 traffic).
+  uint64_t touched_data_bytes = 0;        // inputs and outputs (role Data)
+  uint64_t touched_workspace_bytes = 0;   // the user workspace (role Workspace)
 };
 
 // Global memory a launch may touch: every kernel argument is registered with its size.
+enum class GmRole : uint8_t { Data, Workspace, SystemWorkspace };
 struct GmRegion {
   const uint8_t* begin;
   uint64_t bytes;
   std::string name;
+  GmRole role = GmRole::Data;  // SystemWorkspace: reserved for the library (Matmul), not kernel code
 };
 
 struct Launch;
@@ -73,6 +97,17 @@ struct BlockContext {
   BlockCounters counters;
   std::string deferred_error;  // found in a destructor, raised when the kernel returns
   int64_t flags[16][8] = {};   // SetFlag minus WaitFlag per (HardEvent, event id)
+  CoreKind core = CoreKind::Aiv;
+  uint32_t group = 0;          // the AI core this block belongs to (MIX launches)
+  uint32_t sub_block = 0;      // 0 or 1: which AIV of its group
+  bool library_access = false; // set while the Matmul library touches GM (may use the system workspace)
+  const uint8_t* sys_workspace = nullptr;  // SetSysWorkspace
+  uint32_t matmul_objects = 0;             // REGIST_MATMUL_OBJ registrations
+  uint64_t matmul_l1_bytes = 0;            // L1 the registered Matmul objects reserve
+  bool kernel_type_declared = false;
+  uint32_t thread = 0;         // index of this core's thread in the launch (race reports)
+  VectorClock clock;           // happens-before: this core's vector clock
+  bool atomic_store = false;   // set while the Matmul fixpipe adds into GM
 };
 
 BlockContext& Ctx();
@@ -103,27 +138,65 @@ void Defer(const std::string& what);
 // region's end so a GlobalTensor can remember its limit.
 const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what);
 
+// Cross-core flag counters of one AI core (CrossCoreSetFlag / CrossCoreWaitFlag, ids 0..10).
+constexpr int kCrossCoreFlags = 11;
+struct GroupFlags {
+  int64_t to_aiv[2][kCrossCoreFlags] = {};     // waits an AIV may pass
+  int64_t to_aic[kCrossCoreFlags] = {};        // waits the AIC may pass
+  int64_t aiv_mode2[2][kCrossCoreFlags] = {};  // mode-2 sets of each AIV not yet paired
+  int64_t aiv_mode1[2][kCrossCoreFlags] = {};  // mode-1 sets of each AIV not yet paired
+  // The setters' clocks travelling with the counts above (one per pending set, in order).
+  std::vector<VectorClock> to_aiv_clock[2][kCrossCoreFlags];
+  std::vector<VectorClock> to_aic_clock[kCrossCoreFlags];
+  std::vector<VectorClock> aiv_mode2_clock[2][kCrossCoreFlags];
+  std::vector<VectorClock> aiv_mode1_clock[2][kCrossCoreFlags];
+};
+
 struct Launch {
   std::string kernel;
   uint32_t block_dim;
   uint64_t tiling_key;
   const SocSpec* soc;
   std::vector<GmRegion> regions;
-  // SyncAll: a generation barrier that a failing block can break.
+  LaunchKind kind = LaunchKind::Vector;
+  uint32_t threads = 0;     // cores simulated: block_dim, or 3 x block_dim for MIX 1:2
+  uint32_t aiv_cores = 0;   // the vector cores among them (SyncAll's participants)
+  // One lock for every cross-thread state below; waits go through BlockOn, which detects
+  // a launch where every core waits and none can proceed.
   std::mutex mutex;
   std::condition_variable cv;
   uint32_t arrived = 0;
-  uint32_t finished = 0;  // blocks that returned: a SyncAll they never reach would hang
+  uint32_t finished = 0;          // AIV blocks that returned: a SyncAll they never reach would hang
+  uint32_t finished_threads = 0;  // every core that returned
   uint64_t generation = 0;
   bool aborted = false;
   std::string first_error;
+  std::vector<const std::function<bool()>*> waiting;  // the conditions blocked cores wait for
+  std::vector<GroupFlags> groups;
+  std::mutex atomic_mutex;  // serialises atomic-add writes to GM
+  // Touched 32-byte sectors per region (the L2 model), one bit each.
+  std::vector<std::vector<uint64_t>> touched;
+  // Race detection: per Workspace region one RaceUnit per 4 bytes (empty for others),
+  // the clocks joined at the SyncAll being assembled and at the last one completed, and
+  // each thread's name for messages ("AIC 0", "AIV 3", "block 2").
+  std::vector<std::vector<RaceUnit>> race_units;
+  std::mutex race_mutex;
+  VectorClock barrier_next, barrier_done;
+  std::vector<std::string> thread_names;
 };
+
+// Blocks the calling core until `ready()` (evaluated under launch.mutex) holds. Raises
+// when every core of the launch is blocked or returned and none can proceed (the device
+// would hang), naming `what`.
+void BlockOn(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready, const std::string& what);
+void WakeAll();  // call after changing state some core may wait for (under launch.mutex)
 
 // Runs `body` once per block, each in its own thread, like CANN's CPU debug mode.
 // Throws SimError (the first violation) after all blocks have stopped.
 LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t tiling_key,
                          const std::vector<GmRegion>& regions,
-                         const std::function<void()>& body, const SocSpec& soc = Soc910B());
+                         const std::function<void()>& body, const SocSpec& soc = Soc910B(),
+                         LaunchKind kind = LaunchKind::Vector);
 
 // The barrier behind SyncAll; raises if a block returned without reaching it.
 void SyncAllBlocks();

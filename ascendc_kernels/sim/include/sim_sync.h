@@ -5,7 +5,7 @@
 
 #include "sim_runtime.h"
 
-enum pipe_t { PIPE_S = 0, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL };
+enum pipe_t { PIPE_S = 0, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_FIX };
 
 namespace AscendC {
 
@@ -41,8 +41,6 @@ void SyncAll() {
 inline int64_t GetBlockIdx() { return sim::Ctx().block_idx; }
 inline int64_t GetBlockNum() { return sim::Ctx().launch->block_dim; }
 
-// CANN prepends a system workspace; the simulator has none, so the user's part starts at
-// the pointer the launch passes.
-inline GM_ADDR GetUserWorkspace(GM_ADDR workspace) { return workspace; }
+// GetUserWorkspace: see sim_workspace.h.
 
 }  // namespace AscendC

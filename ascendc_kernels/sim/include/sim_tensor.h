@@ -312,12 +312,21 @@ class TBuf {
   uint32_t bytes_ = 0;
 };
 
+enum class HardEvent : uint8_t;  // sim_sync.h
+using TEventID = int8_t;
+
 // Hands out UB: every buffer is rounded up to 32 bytes, and the total may not exceed the
 // core's UB.
 class TPipe {
  public:
   TPipe() = default;
   TPipe(const TPipe&) = delete;
+
+  // An event id for SetFlag/WaitFlag the framework does not hold. The simulator runs no
+  // framework code beside the kernel and models no AllocEventID, so every id is free: 0.
+  template <HardEvent evt>
+  TEventID FetchEventID() { return 0; }
+  TEventID FetchEventID(HardEvent) { return 0; }
 
   template <TPosition pos, int32_t depth>
   bool InitBuffer(TQue<pos, depth>& que, uint8_t num, uint32_t len) {

@@ -1,59 +1,183 @@
+// The Matmul high-level API's checks, block iteration, fp32 arithmetic and cost counting
+// (see sim_matmul.h for the rules).
 #include "sim_matmul.h"
 
-#include <stdexcept>
-#include <vector>
-
-#include "sim_dtypes.h"
+#include <sstream>
 
 namespace sim {
 namespace {
 
-uint32_t Bytes(MatDtype d) { return d == MatDtype::F32 ? 4 : 2; }
+constexpr uint32_t kFractal = 16;        // rows/columns of a cube fractal
+constexpr uint32_t kFractalKBytes = 32;  // bytes of K in a fractal row (16 half elements)
 
-float Load(const void* p, MatDtype d, uint64_t i) {
-  switch (d) {
-    case MatDtype::F32: return static_cast<const float*>(p)[i];
-    case MatDtype::F16: return HalfBitsToFloat(static_cast<const uint16_t*>(p)[i]);
-    case MatDtype::BF16: return Bf16BitsToFloat(static_cast<const uint16_t*>(p)[i]);
-  }
-  return 0.0f;
-}
-
-// The operand as a dense row-major fp32 matrix [rows, cols] (inputs are exact in fp32).
-std::vector<float> Dense(const MatView& m) {
-  std::vector<float> out(m.rows * m.cols);
-  for (uint64_t r = 0; r < m.rows; ++r)
-    for (uint64_t c = 0; c < m.cols; ++c)
-      out[r * m.cols + c] = Load(m.data, m.dtype, m.transposed ? c * m.ld + r : r * m.ld + c);
-  return out;
-}
+std::string Num(int64_t x) { return std::to_string(x); }
 
 }  // namespace
 
-void HostMatmul(const MatView& a, const MatView& b, void* c, MatDtype c_dtype, uint64_t ldc,
-                const float* accumulate, LaunchCounters& counters) {
-  if (a.cols != b.rows) throw SimError("simulator: HostMatmul: inner dimensions differ");
-  const uint64_t m = a.rows, k = a.cols, n = b.cols;
-  const std::vector<float> da = Dense(a), db = Dense(b);
-  std::vector<float> row(n);
-  for (uint64_t i = 0; i < m; ++i) {
-    for (uint64_t j = 0; j < n; ++j) row[j] = accumulate ? accumulate[i * n + j] : 0.0f;
-    for (uint64_t p = 0; p < k; ++p) {  // fp32 accumulation in k order
-      const float x = da[i * k + p];
-      const float* brow = &db[p * n];
-      for (uint64_t j = 0; j < n; ++j) row[j] += x * brow[j];
+uint64_t CheckCubeTiling(const TCubeTiling& t, uint32_t a_bytes, uint32_t b_bytes) {
+  const SocSpec& soc = *Ctx().launch->soc;
+  if (t.baseM <= 0 || t.baseN <= 0 || t.baseK <= 0)
+    Fail("TCubeTiling base block must be positive, got baseM " + Num(t.baseM) + " baseN " + Num(t.baseN) + " baseK " +
+         Num(t.baseK));
+  if (t.baseM % kFractal || t.baseN % kFractal)
+    Fail("TCubeTiling baseM " + Num(t.baseM) + " / baseN " + Num(t.baseN) + " not a multiple of the 16-row fractal");
+  if ((uint64_t(t.baseK) * a_bytes) % kFractalKBytes)
+    Fail("TCubeTiling baseK " + Num(t.baseK) + " is not a multiple of 32 bytes of the input type (fractal K)");
+  if (t.stepM != 1 || t.stepN != 1) Fail("stepM/stepN other than 1 are not modelled");
+  if (t.iterateOrder != 0) Fail("iterateOrder other than 0 is not modelled");
+  if (t.isBias) Fail("bias is not modelled");
+  if (t.dbL0A < 1 || t.dbL0A > 2 || t.dbL0B < 1 || t.dbL0B > 2 || t.dbL0C < 1 || t.dbL0C > 2)
+    Fail("dbL0A/dbL0B/dbL0C must be 1 or 2");
+  const uint64_t l0a = uint64_t(t.baseM) * t.baseK * a_bytes * t.dbL0A;
+  const uint64_t l0b = uint64_t(t.baseN) * t.baseK * b_bytes * t.dbL0B;
+  const uint64_t l0c = uint64_t(t.baseM) * t.baseN * 4 * t.dbL0C;
+  if (l0a > soc.l0a_bytes) Fail("L0A overflow: baseM x baseK x dbL0A = " + Num(l0a) + " bytes > " + Num(soc.l0a_bytes));
+  if (l0b > soc.l0b_bytes) Fail("L0B overflow: baseN x baseK x dbL0B = " + Num(l0b) + " bytes > " + Num(soc.l0b_bytes));
+  if (l0c > soc.l0c_bytes)
+    Fail("L0C overflow: baseM x baseN x 4 (fp32) x dbL0C = " + Num(l0c) + " bytes > " + Num(soc.l0c_bytes));
+  if (t.stepKa < 1 || t.stepKb < 1 || t.depthA1 < t.stepM * t.stepKa || t.depthB1 < t.stepN * t.stepKb)
+    Fail("TCubeTiling depthA1/depthB1 must hold stepM x stepKa / stepN x stepKb base blocks");
+  if (t.singleCoreM <= 0 || t.singleCoreN <= 0 || t.singleCoreK <= 0)
+    Fail("TCubeTiling singleCoreM/N/K must be positive");
+  return uint64_t(t.depthA1) * t.baseM * t.baseK * a_bytes + uint64_t(t.depthB1) * t.baseN * t.baseK * b_bytes;
+}
+
+void RegisterMatmulsBegin(AscendC::TPipe*, GM_ADDR workspace) {
+  BlockContext& c = Ctx();
+  if (c.launch->kind != LaunchKind::MixAic1To2 || c.core != CoreKind::Aic)
+    Fail("the Matmul API runs on the cube core: call it on the AIC of a MIX kernel (if ASCEND_IS_AIC)");
+  if (!c.kernel_type_declared) Fail("REGIST_MATMUL_OBJ before KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2)");
+  if (c.ub_used != 0) Fail("REGIST_MATMUL_OBJ after TPipe::InitBuffer (the docs require it before)");
+  if (workspace == nullptr || workspace != c.sys_workspace)
+    Fail("REGIST_MATMUL_OBJ needs the system workspace (SetSysWorkspace, then GetSysWorkSpacePtr())");
+}
+
+void MatmulRegister(MatmulState& s) {
+  BlockContext& c = Ctx();
+  if (s.tiling == nullptr) Fail("a Matmul object registered without its TCubeTiling");
+  if (s.registered) Fail("a Matmul object registered twice");
+  if (++c.matmul_objects > 4) Fail("more than 4 Matmul objects (the documented limit)");
+  c.matmul_l1_bytes += CheckCubeTiling(*s.tiling, s.a_bytes, s.b_bytes);
+  if (c.matmul_l1_bytes > c.launch->soc->l1_bytes)
+    Fail("L1 overflow: the registered Matmul objects' depthA1/depthB1 buffers need " + Num(c.matmul_l1_bytes) +
+         " bytes > " + Num(c.launch->soc->l1_bytes));
+  s.registered = true;
+}
+
+void MatmulCheckReady(const MatmulState& s) {
+  if (s.org_m < 0) Fail("SetOrgShape not called");
+  if (s.single_m < 0) Fail("SetSingleShape not called");
+  if (s.a == nullptr || s.b == nullptr) Fail("SetTensorA and SetTensorB must be called before Iterate");
+  if (s.single_m > s.org_m || s.single_n > s.org_n)
+    Fail("single shape M x N " + Num(s.single_m) + " x " + Num(s.single_n) + " exceeds the org shape " +
+         Num(s.org_m) + " x " + Num(s.org_n));
+  // K is A's row length (orgKa; A transposed: its row count) and B's (orgKb).
+  if (s.single_k > s.org_ka || s.single_k > s.org_kb)
+    Fail("single K " + Num(s.single_k) + " exceeds the org K of A (" + Num(s.org_ka) + ") or B (" + Num(s.org_kb) + ")");
+  // The last element each operand is read at must lie inside its GlobalTensor.
+  const uint64_t a_last = s.a_trans ? uint64_t(s.single_k - 1) * s.org_m + s.single_m - 1
+                                    : uint64_t(s.single_m - 1) * s.org_ka + s.single_k - 1;
+  const uint64_t b_last = s.b_trans ? uint64_t(s.single_n - 1) * s.org_kb + s.single_k - 1
+                                    : uint64_t(s.single_k - 1) * s.org_n + s.single_n - 1;
+  if (a_last >= s.a_elems)
+    Fail("A spans " + Num(a_last + 1) + " elements at its leading dimension, beyond its GlobalTensor's " +
+         Num(s.a_elems));
+  if (b_last >= s.b_elems)
+    Fail("B spans " + Num(b_last + 1) + " elements at its leading dimension, beyond its GlobalTensor's " +
+         Num(s.b_elems));
+}
+
+bool MatmulIterate(MatmulState& s) {
+  MatmulCheckReady(s);
+  const TCubeTiling& t = *s.tiling;
+  if (s.block < 0) {
+    s.blocks_m = (s.single_m + t.baseM - 1) / t.baseM;
+    s.blocks_n = (s.single_n + t.baseN - 1) / t.baseN;
+  }
+  if (++s.block >= s.blocks_m * s.blocks_n) {
+    s.block = -1;
+    return false;
+  }
+  const int64_t bm = s.block / s.blocks_n, bn = s.block % s.blocks_n;
+  s.c_row0 = bm * t.baseM;
+  s.c_col0 = bn * t.baseN;
+  s.c_rows = std::min<int64_t>(t.baseM, s.single_m - s.c_row0);
+  s.c_cols = std::min<int64_t>(t.baseN, s.single_n - s.c_col0);
+  const int64_t k = s.single_k;
+  BlockContext& c = Ctx();
+  c.library_access = true;
+  // Bounds of every row / column read (the operands' regions).
+  for (int64_t i = 0; i < s.c_rows; ++i) {
+    const uint64_t row = s.c_row0 + i;
+    if (!s.a_trans) CheckGm(s.a + row * s.org_ka * s.a_bytes, uint64_t(k) * s.a_bytes, "Matmul A load");
+  }
+  if (s.a_trans)
+    for (int64_t p = 0; p < k; ++p)
+      CheckGm(s.a + (uint64_t(p) * s.org_m + s.c_row0) * s.a_bytes, uint64_t(s.c_rows) * s.a_bytes, "Matmul A load");
+  if (s.b_trans)
+    for (int64_t j = 0; j < s.c_cols; ++j)
+      CheckGm(s.b + (uint64_t(s.c_col0 + j) * s.org_kb) * s.b_bytes, uint64_t(k) * s.b_bytes, "Matmul B load");
+  else
+    for (int64_t p = 0; p < k; ++p)
+      CheckGm(s.b + (uint64_t(p) * s.org_n + s.c_col0) * s.b_bytes, uint64_t(s.c_cols) * s.b_bytes, "Matmul B load");
+  c.library_access = false;
+  // GM reads: the A panel unless it is still in L1 (all of K held: depthA1 x baseK >= K),
+  // and B's panel for this block.
+  const bool a_fits = int64_t(t.depthA1) * t.baseK >= k;
+  if (!(a_fits && s.a_resident_m == bm)) c.counters.gm_read_bytes += uint64_t(s.c_rows) * k * s.a_bytes;
+  s.a_resident_m = bm;
+  c.counters.gm_read_bytes += uint64_t(s.c_cols) * k * s.b_bytes;
+  c.counters.cube_flops += 2ull * s.c_rows * s.c_cols * k;
+  // fp32 accumulation over K in order (products of half/bf16 values are exact in fp32).
+  std::vector<float> a(s.c_rows * k), b(k * s.c_cols);
+  for (int64_t i = 0; i < s.c_rows; ++i)
+    for (int64_t p = 0; p < k; ++p) {
+      const uint64_t idx = s.a_trans ? uint64_t(p) * s.org_m + s.c_row0 + i : uint64_t(s.c_row0 + i) * s.org_ka + p;
+      a[i * k + p] = s.load_a(s.a, idx);
     }
-    for (uint64_t j = 0; j < n; ++j) {
-      switch (c_dtype) {
-        case MatDtype::F32: static_cast<float*>(c)[i * ldc + j] = row[j]; break;
-        case MatDtype::F16: static_cast<uint16_t*>(c)[i * ldc + j] = FloatToHalfBits(row[j]); break;
-        case MatDtype::BF16: static_cast<uint16_t*>(c)[i * ldc + j] = FloatToBf16Bits(row[j]); break;
-      }
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < s.c_cols; ++j) {
+      const uint64_t idx = s.b_trans ? uint64_t(s.c_col0 + j) * s.org_kb + p : uint64_t(p) * s.org_n + s.c_col0 + j;
+      b[p * s.c_cols + j] = s.load_b(s.b, idx);
+    }
+  s.c.assign(s.c_rows * s.c_cols, 0.0f);
+  for (int64_t i = 0; i < s.c_rows; ++i) {
+    float* row = &s.c[i * s.c_cols];
+    for (int64_t p = 0; p < k; ++p) {
+      const float x = a[i * k + p];
+      const float* brow = &b[p * s.c_cols];
+      for (int64_t j = 0; j < s.c_cols; ++j) row[j] += x * brow[j];
     }
   }
-  counters.cube_flops += 2 * m * n * k;
-  counters.gm_read_bytes += m * k * Bytes(a.dtype) + k * n * Bytes(b.dtype) + (accumulate ? m * n * 4 : 0);
-  counters.gm_write_bytes += m * n * Bytes(c_dtype);
+  return true;
+}
+
+void MatmulStoreC(MatmulState& s, float* c, uint64_t c_elems, uint8_t enAtomic) {
+  if (s.block < 0) Fail("GetTensorC without a block from Iterate");
+  if (enAtomic > 1) Fail("enAtomic " + Num(enAtomic) + " is not modelled (0: write, 1: add)");
+  const uint64_t ldc = s.org_n;
+  const uint64_t last = (s.c_row0 + s.c_rows - 1) * ldc + s.c_col0 + s.c_cols;
+  if (last > c_elems)
+    Fail("C block ends at element " + Num(last) + ", beyond its GlobalTensor's " + Num(c_elems));
+  BlockContext& ctx = Ctx();
+  Launch& l = *ctx.launch;
+  std::unique_lock<std::mutex> lock(l.atomic_mutex, std::defer_lock);
+  ctx.atomic_store = enAtomic != 0;
+  for (int64_t i = 0; i < s.c_rows; ++i) {
+    float* out = c + (s.c_row0 + i) * ldc + s.c_col0;
+    CheckGm(out, s.c_cols * sizeof(float), "Matmul C store");
+    ctx.counters.gm_write_bytes += GmSectorBytes(out, s.c_cols * sizeof(float));
+  }
+  ctx.atomic_store = false;
+  if (enAtomic) lock.lock();  // the fixpipe's atomic add: no other core's add interleaves
+  for (int64_t i = 0; i < s.c_rows; ++i) {
+    float* out = c + (s.c_row0 + i) * ldc + s.c_col0;
+    const float* in = &s.c[i * s.c_cols];
+    if (enAtomic)
+      for (int64_t j = 0; j < s.c_cols; ++j) out[j] += in[j];
+    else
+      std::copy(in, in + s.c_cols, out);
+  }
 }
 
 }  // namespace sim

@@ -1,6 +1,7 @@
 #include "sim_runtime.h"
 #include "kernel_operator.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <sstream>
@@ -11,7 +12,9 @@ namespace sim {
 const SocSpec& Soc910B() {
   // Atlas A2 (910B): 24 AI cores, each with 1 cube and 2 vector cores; 192 KiB UB per
   // vector core. Bandwidth and peak are the modelling assumptions stated in the report.
-  static const SocSpec spec{"Ascend910B", 192 * 1024, 32, 256, 24, 48, 1.6e12, 313e12, 1.85e9};
+  // Cube buffers per the AscendC docs: L1 512 KiB, L0A/L0B 64 KiB, L0C 128 KiB; L2 192 MB.
+  static const SocSpec spec{"Ascend910B", 192 * 1024, 32, 256, 24, 48, 1.6e12, 313e12, 1.85e9,
+                            512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024, 192ull * 1024 * 1024};
   return spec;
 }
 
@@ -35,8 +38,14 @@ CallScope::~CallScope() { if (t_ctx) t_ctx->call = previous_; }
 std::string Where() {
   BlockContext& c = Ctx();
   std::ostringstream s;
-  s << "kernel '" << c.launch->kernel << "' block " << c.block_idx << "/" << c.launch->block_dim
-    << ", " << c.call;
+  s << "kernel '" << c.launch->kernel << "' ";
+  if (c.launch->kind == LaunchKind::Vector)
+    s << "block " << c.block_idx << "/" << c.launch->block_dim;
+  else if (c.core == CoreKind::Aic)
+    s << "AIC " << c.block_idx << "/" << c.launch->block_dim;
+  else
+    s << "AIV " << c.block_idx << "/" << c.launch->aiv_cores;
+  s << ", " << c.call;
   return s.str();
 }
 
@@ -47,18 +56,40 @@ void Defer(const std::string& what) {
   if (c.deferred_error.empty()) c.deferred_error = "simulator: " + Where() + ": " + what;
 }
 
+namespace {
+// Marks the 32-byte sectors of [p, p + bytes) in region `r` as touched (the L2 model).
+void Touch(Launch& l, size_t r, const uint8_t* p, uint64_t bytes) {
+  if (bytes == 0) return;
+  const uint64_t first = uint64_t(p - l.regions[r].begin) / 32, last = (uint64_t(p - l.regions[r].begin) + bytes - 1) / 32;
+  std::vector<uint64_t>& bits = l.touched[r];
+  std::lock_guard<std::mutex> lock(l.atomic_mutex);
+  for (uint64_t s = first; s <= last; ++s) bits[s / 64] |= uint64_t(1) << (s % 64);
+}
+}  // namespace
+
 const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what) {
   const auto* q = static_cast<const uint8_t*>(p);
-  for (const GmRegion& r : Ctx().launch->regions) {
-    // A pointer one past a region's end belongs to it only for an empty access (regions
-    // may be adjacent, like the parts of one workspace).
-    const bool inside = q >= r.begin && (q < r.begin + r.bytes || (bytes == 0 && q == r.begin + r.bytes));
-    if (inside) {
+  Launch& l = *Ctx().launch;
+  // A pointer one past a region's end belongs to it only for an empty access, and only
+  // when no region starts there (regions may be adjacent, like the parts of a workspace).
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < l.regions.size(); ++i) {
+      const GmRegion& r = l.regions[i];
+      const bool inside = q >= r.begin && (pass == 0 ? q < r.begin + r.bytes : (bytes == 0 && q == r.begin + r.bytes));
+      if (!inside) continue;
       if (static_cast<uint64_t>(q - r.begin) + bytes > r.bytes) {
         std::ostringstream s;
         s << what << " out of bounds of GM '" << r.name << "' (" << r.bytes << " bytes): bytes ["
           << (q - r.begin) << ", " << (q - r.begin) + bytes << ")";
         Fail(s.str());
+      }
+      if (r.role == GmRole::SystemWorkspace && bytes != 0 && !Ctx().library_access)
+        Fail(std::string(what) + " inside the system workspace (reserved for the Matmul library): "
+             "kernel code must use GetUserWorkspace(workspace)");
+      // SetGlobalBuffer only names a range; the accesses through it are what touch GM.
+      if (std::strcmp(what, "SetGlobalBuffer") != 0) {
+        Touch(l, i, q, bytes);
+        if (r.role == GmRole::Workspace) RaceCheck(i, q, bytes, CurrentGmAccess(what));
       }
       return r.begin + r.bytes;
     }
@@ -70,38 +101,131 @@ const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what) {
 
 uint64_t CurrentTilingKey() { return Ctx().launch->tiling_key; }
 
-void SyncAllBlocks() {
+void WakeAll() { Ctx().launch->cv.notify_all(); }
+
+void BlockOn(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready, const std::string& what) {
   Launch& l = *Ctx().launch;
+  if (ready()) return;
+  l.waiting.push_back(&ready);
+  auto leave = [&] { l.waiting.erase(std::find(l.waiting.begin(), l.waiting.end(), &ready)); };
+  while (!ready()) {
+    if (l.aborted) {
+      leave();
+      throw SimError("");  // another core failed: stop quietly
+    }
+    bool someone_can_run = l.waiting.size() + l.finished_threads < l.threads;
+    for (const auto* w : l.waiting) someone_can_run = someone_can_run || (*w)();
+    if (!someone_can_run) {
+      leave();
+      lock.unlock();
+      Fail(what + ": every core of the launch is waiting or has returned and none can proceed (the device would hang)");
+    }
+    l.cv.wait(lock);
+  }
+  leave();
+}
+
+void SyncAllBlocks() {
+  BlockContext& c = Ctx();
+  Launch& l = *c.launch;
+  if (c.core == CoreKind::Aic) Fail("SyncAll<isAIVOnly = true> called on a cube core");
   std::unique_lock<std::mutex> lock(l.mutex);
   if (l.aborted) throw SimError("");
   const uint64_t gen = l.generation;
-  if (++l.arrived == l.block_dim) {
+  // Happens-before: everything each participant did before SyncAll precedes what every
+  // participant does after it.
+  JoinClock(l.barrier_next, c.clock);
+  ++c.clock[c.thread];
+  if (++l.arrived == l.aiv_cores) {
     l.arrived = 0;
     ++l.generation;
+    l.barrier_done = l.barrier_next;
+    std::fill(l.barrier_next.begin(), l.barrier_next.end(), 0);
+    JoinClock(c.clock, l.barrier_done);
     l.cv.notify_all();
     return;
   }
-  auto stranded = [&] { return l.finished > 0 && l.arrived + l.finished == l.block_dim; };
-  l.cv.wait(lock, [&] { return l.generation != gen || l.aborted || stranded(); });
-  if (l.generation != gen) return;
-  if (l.aborted) throw SimError("");  // another block failed: stop quietly
+  l.cv.notify_all();  // a deadlock check elsewhere may depend on this arrival
+  const std::function<bool()> ready = [&] {
+    return l.generation != gen || (l.finished > 0 && l.arrived + l.finished == l.aiv_cores);
+  };
+  BlockOn(lock, ready, "SyncAll");
+  if (l.generation != gen) {
+    JoinClock(c.clock, l.barrier_done);
+    return;
+  }
+  const uint32_t finished = l.finished;
   lock.unlock();
-  Fail(std::to_string(l.finished) + " block(s) returned without reaching this SyncAll: the device would hang");
+  Fail(std::to_string(finished) + " block(s) returned without reaching this SyncAll: the device would hang");
 }
+
+namespace {
+// After a clean launch: a cross-core flag still set would be seen by the next kernel on
+// that AI core (its counters are hardware state), so every set must have been waited for.
+std::string LeftoverFlags(const Launch& l) {
+  for (size_t g = 0; g < l.groups.size(); ++g) {
+    const GroupFlags& f = l.groups[g];
+    for (int id = 0; id < kCrossCoreFlags; ++id) {
+      std::string who;
+      if (f.to_aic[id]) who = "set by both AIVs for the AIC";
+      for (int s = 0; s < 2 && who.empty(); ++s)
+        if (f.to_aiv[s][id]) who = "set for AIV " + std::to_string(2 * g + s);
+      for (int s = 0; s < 2 && who.empty(); ++s)
+        if (f.aiv_mode2[s][id] || f.aiv_mode1[s][id]) who = "set by AIV " + std::to_string(2 * g + s) + " only";
+      if (!who.empty())
+        return "simulator: kernel '" + l.kernel + "' AI core " + std::to_string(g) + ", kernel end: cross-core flag " +
+               std::to_string(id) + " " + who + " was never waited for (it would leak into the next kernel)";
+    }
+  }
+  return "";
+}
+}  // namespace
 
 LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t tiling_key,
                          const std::vector<GmRegion>& regions,
-                         const std::function<void()>& body, const SocSpec& soc) {
+                         const std::function<void()>& body, const SocSpec& soc, LaunchKind kind) {
   if (block_dim == 0 || block_dim > 65535)
     throw SimError("simulator: kernel '" + kernel + "': blockDim must be in [1, 65535], got " +
                    std::to_string(block_dim));
-  Launch launch{kernel, block_dim, tiling_key, &soc, regions, {}, {}, 0, 0, 0, false, {}};
-  std::vector<BlockContext> contexts(block_dim);
-  auto run_block = [&](uint32_t idx) {
-    BlockContext& c = contexts[idx];
+  Launch launch;
+  launch.kernel = kernel;
+  launch.block_dim = block_dim;
+  launch.tiling_key = tiling_key;
+  launch.soc = &soc;
+  launch.regions = regions;
+  launch.kind = kind;
+  const bool mix = kind == LaunchKind::MixAic1To2;
+  launch.threads = mix ? 3 * block_dim : block_dim;
+  launch.aiv_cores = mix ? 2 * block_dim : block_dim;
+  launch.groups.resize(mix ? block_dim : 0);
+  for (const GmRegion& r : regions) {
+    launch.touched.emplace_back((r.bytes / 32 + 64) / 64, 0);
+    launch.race_units.emplace_back(r.role == GmRole::Workspace ? r.bytes / 4 + 1 : 0);
+  }
+  launch.barrier_next.assign(launch.threads, 0);
+  launch.barrier_done.assign(launch.threads, 0);
+  for (uint32_t i = 0; i < launch.threads; ++i) {
+    if (!mix) launch.thread_names.push_back("block " + std::to_string(i));
+    else if (i < block_dim) launch.thread_names.push_back("AIC " + std::to_string(i));
+    else launch.thread_names.push_back("AIV " + std::to_string(i - block_dim));
+  }
+  std::vector<BlockContext> contexts(launch.threads);
+  auto run_block = [&](uint32_t thread) {
+    BlockContext& c = contexts[thread];
     c.launch = &launch;
-    c.block_idx = idx;
-    c.ub.assign(soc.ub_bytes, 0xff);  // all-ones: an unwritten float reads as NaN
+    c.thread = thread;
+    c.clock.assign(launch.threads, 0);
+    c.clock[thread] = 1;
+    // MIX: threads [0, B) are the AIC cores, [B, 3B) the AIV cores 0..2B-1.
+    if (mix && thread < block_dim) {
+      c.core = CoreKind::Aic;
+      c.block_idx = c.group = thread;
+    } else {
+      c.block_idx = mix ? thread - block_dim : thread;
+      c.group = c.block_idx / 2;
+      c.sub_block = c.block_idx % 2;
+      c.ub.assign(soc.ub_bytes, 0xff);  // all-ones: an unwritten float reads as NaN
+    }
     t_ctx = &c;
     std::string error;
     try {
@@ -114,7 +238,8 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
     }
     t_ctx = nullptr;
     std::lock_guard<std::mutex> lock(launch.mutex);
-    ++launch.finished;
+    ++launch.finished_threads;
+    if (c.core == CoreKind::Aiv) ++launch.finished;
     if (!error.empty() && !launch.aborted) {
       launch.aborted = true;
       launch.first_error = error;
@@ -122,14 +247,19 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
     launch.cv.notify_all();
   };
   std::vector<std::thread> threads;
-  threads.reserve(block_dim);
-  for (uint32_t i = 0; i < block_dim; ++i) threads.emplace_back(run_block, i);
+  threads.reserve(launch.threads);
+  for (uint32_t i = 0; i < launch.threads; ++i) threads.emplace_back(run_block, i);
   for (auto& t : threads) t.join();
   if (launch.aborted) throw SimError(launch.first_error);
+  if (mix) {
+    const std::string leftover = LeftoverFlags(launch);
+    if (!leftover.empty()) throw SimError(leftover);
+  }
 
   LaunchCounters total;
   total.kernel = kernel;
   total.block_dim = block_dim;
+  total.cube_cores = mix ? block_dim : 0;
   for (const BlockContext& c : contexts) {
     total.gm_read_bytes += c.counters.gm_read_bytes;
     total.gm_write_bytes += c.counters.gm_write_bytes;
@@ -137,6 +267,15 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
     total.vector_instructions += c.counters.vector_instructions;
     total.vector_repeats += c.counters.vector_repeats;
     total.max_block_vector_repeats = std::max(total.max_block_vector_repeats, c.counters.vector_repeats);
+    total.cube_flops += c.counters.cube_flops;
+    total.max_core_cube_flops = std::max(total.max_core_cube_flops, c.counters.cube_flops);
+  }
+  for (size_t r = 0; r < regions.size(); ++r) {
+    uint64_t sectors = 0;
+    for (uint64_t word : launch.touched[r]) sectors += __builtin_popcountll(word);
+    const uint64_t bytes = std::min(sectors * 32, regions[r].bytes);
+    if (regions[r].role == GmRole::Data) total.touched_data_bytes += bytes;
+    if (regions[r].role == GmRole::Workspace) total.touched_workspace_bytes += bytes;
   }
   t_recorded.push_back(total);
   return total;

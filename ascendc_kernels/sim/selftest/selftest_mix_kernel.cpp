@@ -1,0 +1,190 @@
+// A small MIX kernel (AIC:AIV = 1:2) that can be told to break one rule of the cube-core
+// and cross-core parts of the simulator, on the last AI core only. With no bug: the AIC
+// of each AI core computes C = A · Bᵀ (32 x 32 x 32, half in, fp32 out) with the Matmul
+// API into its part of the user workspace and flags its AIVs; each AIV scales half of
+// C's rows by 2 into y. The strictness tests (tests/test_ascendc_sim.py) run each bug.
+#include <cstdio>
+#include <string>
+
+#include "kernel_operator.h"
+#include "lib/matmul_intf.h"
+
+using namespace AscendC;
+
+namespace {
+
+enum MixBug : int32_t {
+  kNone = 0,
+  kMatmulOnVector,       // REGIST_MATMUL_OBJ on an AIV
+  kL0aOverflow,          // baseM 256 x baseK 128 half x 2 buffers = 128 KiB > 64 KiB
+  kL0bOverflow,          // baseN 256 x baseK 128 half x 2 buffers
+  kL0cOverflow,          // baseM 256 x baseN 256 fp32 = 256 KiB > 128 KiB
+  kL1Overflow,           // depthA1 64 blocks of 32 x 256 half = 1 MiB
+  kFractalRows,          // baseM 24: not a multiple of the 16-row fractal
+  kFractalK,             // baseK 8 half = 16 bytes: not a multiple of 32 bytes
+  kTransposeUndeclared,  // SetTensorA(gm, true) with ISTRANS false in A's MatmulType
+  kSingleBeyondTiling,   // SetSingleShape(64, ...) with singleCoreM 32
+  kIterateWithoutB,      // Iterate before SetTensorB
+  kNoSysWorkspace,       // REGIST_MATMUL_OBJ without SetSysWorkspace
+  kRegistAfterInitBuffer,
+  kFiveMatmuls,          // more than the documented 4 Matmul objects
+  kCOutOfBounds,         // C GlobalTensor too small for the block
+  kWaitNeverSet,         // an AIV waits for a flag the AIC never sets: the device hangs
+  kOneAivSets,           // mode 2: only AIV 0 sets, the AIC waits for both: hangs
+  kFlagLeftSet,          // the AIC sets a flag nobody waits for
+  kFlagIdRange,          // flag id 11 (A2/A3: 0..10)
+  kWritesSysWorkspace,   // kernel data in `workspace` instead of GetUserWorkspace(workspace)
+  kSyncAllOnCube,        // SyncAll<true> on the AIC
+  kTypeMismatch,         // declared MIX 1:2, launched on vector cores only (host side)
+  kMode1OnCube,          // CrossCoreSetFlag mode 1 (AIV <-> AIV) called on the AIC
+  kReadBeforeWait,       // an AIV copies C in before waiting for the AIC's flag: a data race
+  kUseBeforeRegist,      // SetOrgShape on a Matmul object never registered
+  kOperandBeyondTensor,  // A's GlobalTensor holds 16 of the 32 rows the shape reads
+  kGetCWithoutIterate,   // GetTensorC before any Iterate
+};
+
+constexpr int32_t kN = 32;  // M = N = K
+
+using AType = MatmulType<TPosition::GM, CubeFormat::ND, half>;
+using ATransType = MatmulType<TPosition::GM, CubeFormat::ND, half, true>;
+using CType = MatmulType<TPosition::GM, CubeFormat::ND, float>;
+
+TCubeTiling Tiling(int32_t bug) {
+  TCubeTiling t;
+  t.M = t.N = t.Ka = t.Kb = kN;
+  t.singleCoreM = t.singleCoreN = t.singleCoreK = kN;
+  t.baseM = t.baseN = t.baseK = kN;
+  t.depthA1 = t.depthB1 = 1;
+  if (bug == kL0aOverflow) { t.baseM = 256; t.baseK = 128; t.dbL0A = 2; }
+  if (bug == kL0bOverflow) { t.baseN = 256; t.baseK = 128; t.dbL0B = 2; }
+  if (bug == kL0cOverflow) { t.baseM = 256; t.baseN = 256; }
+  if (bug == kL1Overflow) { t.baseK = 256; t.depthA1 = 64; }
+  if (bug == kFractalRows) t.baseM = 24;
+  if (bug == kFractalK) t.baseK = 8;
+  return t;
+}
+
+void Cube(GM_ADDR a, GM_ADDR b, GM_ADDR user, GM_ADDR workspace, int32_t bug) {
+  TPipe pipe;
+  TCubeTiling tiling = Tiling(bug);
+  GlobalTensor<half> aGm, bGm;
+  GlobalTensor<float> cGm;
+  aGm.SetGlobalBuffer((__gm__ half*)a, bug == kOperandBeyondTensor ? kN * kN / 2 : kN * kN);
+  bGm.SetGlobalBuffer((__gm__ half*)b, kN * kN);
+  GM_ADDR c = bug == kWritesSysWorkspace ? workspace : user + GetBlockIdx() * kN * kN * sizeof(float);
+  cGm.SetGlobalBuffer((__gm__ float*)c, bug == kCOutOfBounds ? kN * kN / 2 : kN * kN);
+  if (bug == kRegistAfterInitBuffer) {
+    TQue<QuePosition::VECIN, 1> que;
+    pipe.InitBuffer(que, 1, 512);
+  }
+  if (bug == kFiveMatmuls) {
+    Matmul<AType, ATransType, CType> m0, m1, m2, m3, m4;
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), m0, &tiling, m1, &tiling, m2, &tiling, m3, &tiling, m4, &tiling);
+  }
+  if (bug == kTransposeUndeclared) {
+    Matmul<AType, ATransType, CType> mm;
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    mm.SetTensorA(aGm, true);
+  }
+  if (bug == kUseBeforeRegist) {
+    Matmul<AType, ATransType, CType> unregistered;
+    unregistered.SetOrgShape(kN, kN, kN);
+  }
+  Matmul<AType, ATransType, CType> mm;
+  REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+  mm.SetOrgShape(kN, kN, kN);
+  mm.SetSingleShape(bug == kSingleBeyondTiling ? 2 * kN : kN, kN, kN);
+  mm.SetTensorA(aGm);
+  if (bug != kIterateWithoutB) mm.SetTensorB(bGm, true);
+  if (bug == kGetCWithoutIterate) mm.GetTensorC(cGm);
+  if (GetBlockIdx() % 2 == 1) {
+    mm.IterateAll(cGm);
+  } else {
+    while (mm.Iterate()) mm.GetTensorC(cGm);
+  }
+  mm.End();
+  if (bug == kSyncAllOnCube) SyncAll();
+  CrossCoreSetFlag<2, PIPE_FIX>(bug == kFlagIdRange ? 11 : 0);
+  if (bug == kFlagLeftSet) CrossCoreSetFlag<2, PIPE_FIX>(3);
+  if (bug == kOneAivSets) CrossCoreWaitFlag(1);
+  if (bug == kMode1OnCube) CrossCoreSetFlag<1, PIPE_FIX>(4);
+}
+
+void Vector(GM_ADDR user, GM_ADDR y, int32_t bug) {
+  TPipe pipe;
+  TQue<QuePosition::VECIN, 1> inQue;
+  TQue<QuePosition::VECOUT, 1> outQue;
+  constexpr int32_t kRows = kN / 2, kCount = kRows * kN;
+  pipe.InitBuffer(inQue, 1, kCount * sizeof(float));
+  pipe.InitBuffer(outQue, 1, kCount * sizeof(float));
+  const uint64_t offset = uint64_t(GetBlockIdx() / GetTaskRation()) * kN * kN + GetSubBlockIdx() * kCount;
+  GlobalTensor<float> cGm, yGm;
+  cGm.SetGlobalBuffer((__gm__ float*)user + offset, kCount);
+  yGm.SetGlobalBuffer((__gm__ float*)y + offset, kCount);
+  if (bug != kReadBeforeWait) CrossCoreWaitFlag(bug == kWaitNeverSet ? 2 : 0);
+  if (bug == kOneAivSets && GetSubBlockIdx() == 0) CrossCoreSetFlag<2, PIPE_MTE3>(1);
+  LocalTensor<float> in = inQue.AllocTensor<float>();
+  DataCopy(in, cGm, kCount);
+  if (bug == kReadBeforeWait) CrossCoreWaitFlag(0);
+  inQue.EnQue(in);
+  in = inQue.DeQue<float>();
+  LocalTensor<float> out = outQue.AllocTensor<float>();
+  Muls(out, in, 2.0f, kCount);
+  outQue.EnQue(out);
+  inQue.FreeTensor(in);
+  out = outQue.DeQue<float>();
+  DataCopy(yGm, out, kCount);
+  outQue.FreeTensor(out);
+  CrossCoreSetFlag<1, PIPE_MTE3>(4);  // both AIVs of the AI core: a pairwise barrier
+  CrossCoreWaitFlag(4);
+}
+
+}  // namespace
+
+extern "C" __global__ __aicore__ void selftest_mix(GM_ADDR a, GM_ADDR b, GM_ADDR y, GM_ADDR workspace, GM_ADDR bugArg) {
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
+  const int32_t requested = *reinterpret_cast<int32_t*>(bugArg);
+  const int32_t bug = GetBlockIdx() / GetTaskRation() == GetBlockNum() - 1 ? requested : kNone;
+  if (bug != kNoSysWorkspace) SetSysWorkspace(workspace);
+  GM_ADDR user = GetUserWorkspace(workspace);
+  if ASCEND_IS_AIC {
+    if (bug == kMatmulOnVector) {
+      CrossCoreSetFlag<2, PIPE_FIX>(0);
+    } else {
+      Cube(a, b, user, workspace, bug);
+    }
+  }
+  if ASCEND_IS_AIV {
+    if (bug == kMatmulOnVector && GetSubBlockIdx() == 1) {
+      TPipe pipe;
+      TCubeTiling tiling = Tiling(kNone);
+      Matmul<AType, ATransType, CType> mm;
+      REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    }
+    Vector(user, y, bug);
+  }
+}
+
+// a, b: [32, 32] half; y: blocks x [32, 32] fp32 (y = 2 · A · Bᵀ per AI core).
+extern "C" int asim_run_selftest_mix(int32_t bug, uint32_t blocks, const void* a, const void* b, float* y,
+                                     char* error, uint64_t error_bytes) {
+  int32_t bug_value = bug;
+  constexpr uint64_t kSys = 4096;
+  std::string workspace(kSys + uint64_t(blocks) * kN * kN * sizeof(float), '\0');
+  auto* ws = reinterpret_cast<uint8_t*>(&workspace[0]);
+  sim::GmRegion sys{ws, kSys, "system workspace", sim::GmRole::SystemWorkspace};
+  sim::GmRegion user{ws + kSys, workspace.size() - kSys, "user workspace", sim::GmRole::Workspace};
+  const uint64_t ab = kN * kN * 2, yb = uint64_t(blocks) * kN * kN * 4;
+  sim::NextLaunch() = sim::LaunchArgs{0,
+                                      {{reinterpret_cast<const uint8_t*>(a), ab, "a"},
+                                       {reinterpret_cast<const uint8_t*>(b), ab, "b"},
+                                       {reinterpret_cast<const uint8_t*>(y), yb, "y"}, sys, user},
+                                      bug == kTypeMismatch ? sim::LaunchKind::Vector : sim::LaunchKind::MixAic1To2};
+  try {
+    ICPU_RUN_KF(selftest_mix, blocks, (GM_ADDR)a, (GM_ADDR)b, (GM_ADDR)y, (GM_ADDR)ws, (GM_ADDR)&bug_value);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(error, error_bytes, "%s", e.what());
+    return 1;
+  }
+}
