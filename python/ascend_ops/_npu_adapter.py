@@ -89,6 +89,13 @@ def find_custom_package(custom_opp_path: str | None) -> pathlib.Path | None:
     return None
 
 
+@functools.cache
+def _aclnn_available(adapter_module: ModuleType, name: str, custom_opp_path: str | None) -> bool:
+    """adapter.aclnn_available(name), asked once per process and package path: the lookup
+    searches the file system, and what is installed does not change while we run."""
+    return adapter_module.aclnn_available(name)
+
+
 def _ops(adapter_module: ModuleType) -> dict[str, tuple[str, str, str | None]]:
     """{op: (built-in aclnn name, CANN release, custom aclnn name or None)} of the build."""
     return {op: (aclnn, cann, custom) for op, aclnn, cann, custom in adapter_module.npu_ops()}
@@ -100,7 +107,7 @@ def builtin_unavailable_reason(op: str, adapter_module: ModuleType) -> str | Non
     if op not in ops:
         return f"this build of the NPU adapter has no kernel for {op}"
     aclnn, cann, _ = ops[op]
-    if not adapter_module.aclnn_available(aclnn):
+    if not _aclnn_available(adapter_module, aclnn, None):
         return f"CANN lacks {aclnn} (needs CANN >= {cann})"
     return None
 
@@ -120,7 +127,7 @@ def custom_unavailable_reason(op: str | None, adapter_module: ModuleType,
                 f"ASCEND_CUSTOM_OPP_PATH={custom_opp_path or ''!r})")
     for name in wanted:
         entry = ops[name][2]
-        if not adapter_module.aclnn_available(entry):
+        if not _aclnn_available(adapter_module, entry, custom_opp_path):
             return (f"the ascend_ops op package at {vendor} lacks {entry}: rebuild it with "
                     "ascendc_kernels/build.sh")
     return None

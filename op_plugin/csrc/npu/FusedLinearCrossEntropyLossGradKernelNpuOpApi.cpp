@@ -36,10 +36,6 @@ std::tuple<at::Tensor, at::Tensor> run_flce_grad(
   // The CPU kernel's scratch budget means nothing to aclnn; it is still checked so that
   // a bad value is rejected alike everywhere.
   check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes);
-  if (!op.custom) {
-    check_builtin_flce_grad_limits(input.size(0), input.size(1), weight.size(0),
-                                   softmax.has_value());
-  }
   const c10_npu::NPUGuard guard(input.device());
   at::Tensor input_grad = at::empty(input.sizes(), input.options());     // [BT, H]
   at::Tensor weight_grad = at::empty(weight.sizes(), weight.options());  // [V, H]
@@ -47,6 +43,10 @@ std::tuple<at::Tensor, at::Tensor> run_flce_grad(
     input_grad.zero_();
     weight_grad.zero_();
     return {input_grad, weight_grad};
+  }
+  if (!op.custom) {  // our package decides its limits for itself
+    check_builtin_flce_grad_limits(input.size(0), input.size(1), weight.size(0),
+                                   softmax.has_value());
   }
 
   at::Tensor mask = target_mask.scalar_type() == at::kBool ? pack_bool_mask(target_mask)
