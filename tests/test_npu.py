@@ -378,5 +378,5 @@ def test_training_step_on_two_npus_over_hccl(tmp_path):
                                  ("bias_grad", got["bias_grad"], ref.bias.grad),
                                  ("running_mean", got["running_mean"], ref.running_mean),
                                  ("running_var", got["running_var"], ref.running_var)):
-            torch.testing.assert_close(ours.double(), want.detach(), rtol=1e-4, atol=1e-4,
+            torch.testing.assert_close(ours.double(), want.detach(), rtol=1e-3, atol=1e-3,
                                        msg=lambda m, n=name, r=rank: f"SyncBatchNorm rank {r} {n}: {m}")

@@ -275,7 +275,10 @@ def test_custom_package_is_found_through_ascend_custom_opp_path(probe, tmp_path)
     symbols = [f"{entry}{suffix}" for entry in CUSTOM_OPS.values()
                for suffix in ("GetWorkspaceSize", "")]
     vendor = stub_custom_package(tmp_path, symbols)
-    result = probe(custom_probe_code(CUSTOM_OPS), env={"ASCEND_CUSTOM_OPP_PATH": str(vendor)})
+    code = custom_probe_code(CUSTOM_OPS) + \
+        f"result['kernels'] = [callable(getattr(npu, op + '_custom', None)) for op in {list(CUSTOM_OPS)!r}]\n"
+    result = probe(code, env={"ASCEND_CUSTOM_OPP_PATH": str(vendor)})
+    assert result.pop("kernels") == [True] * len(CUSTOM_OPS)  # impl="npu_custom" calls these
     for op in CUSTOM_OPS:
         available, custom_reason, builtin_reason = result[op]
         assert available and custom_reason is None, result[op]
