@@ -111,7 +111,15 @@ void run_aclnn(const AclnnOp& op, const char* invalid_hint, Args&... args) {
     ReleaseExecCommonCtx();
     detail::throw_phase1_error(op, status, invalid_hint);  // `converted` releases
   }
-  void* workspace_addr = workspace_size == 0 ? nullptr : GetWorkSpaceAddr(workspace_size);
+  void* workspace_addr = nullptr;
+  if (workspace_size != 0) {
+    try {
+      workspace_addr = GetWorkSpaceAddr(workspace_size);
+    } catch (...) {  // out of device memory: undo the pool context; `converted` releases
+      ReleaseExecCommonCtx();
+      throw;
+    }
+  }
 
   // Phase 2, queued on the stream's task queue (or run now when the queue is off). The
   // lambda shares ownership of the converted arguments, so they are released after the
