@@ -4,10 +4,12 @@ The yaml under op_plugin/config/ is the only place a schema is written; setup.py
 this at build time so the compiled library can never drift from it:
   - `generate`: TORCH_LIBRARY with every schema (ascend_ops._C);
   - `generate_npu`: for the NPU adapter (ascend_ops._npu), a header declaring each NPU
-    kernel with the C++ signature its schema implies plus its aclnn name, and the
-    PrivateUse1 registration of the ops whose `op_api` range holds the torch_npu
-    version being built against. A kernel defined with another signature does not link,
-    and the dispatcher rejects a declared signature that does not fit the schema.
+    kernel with the C++ signature its schema implies plus its aclnn name (and, for ops
+    with `aclnn_custom`, the same kernel on our custom op package, `<name>_custom`), a
+    table of them for the Python side, and the PrivateUse1 registration of the ops whose
+    `op_api` range holds the torch_npu version being built against. A kernel defined
+    with another signature does not link, and the dispatcher rejects a declared
+    signature that does not fit the schema.
 """
 
 from __future__ import annotations
@@ -125,21 +127,46 @@ def render_npu_header(ops: list[dict], version: tuple[int, int]) -> str:
         "",
         "namespace ascend_ops::npu {",
         "",
-        "// An aclnn operator, and the CANN release whose libopapi first ships it.",
+        "// An aclnn operator: CANN's built-in (with the CANN release whose libopapi first",
+        "// ships it) or our custom op package's (`custom`, the vendor \"ascend_ops\").",
         "struct AclnnOp {",
         "  const char* name;",
         "  const char* cann;",
+        "  bool custom;",
         "};",
         "",
     ]
+    table = []
     for op in ops:
         name, ret_type, params = cpp_signature(op)
         lines += [
-            f'inline constexpr AclnnOp k_{name}{{"{op["aclnn"]}", "{op["cann"]}"}};',
+            f'inline constexpr AclnnOp k_{name}{{"{op["aclnn"]}", "{op["cann"]}", false}};',
             f"{ret_type} {name}({params});",
-            "",
         ]
-    lines += ["}  // namespace ascend_ops::npu", ""]
+        custom = "nullptr"
+        if "aclnn_custom" in op:
+            lines += [
+                f'inline constexpr AclnnOp k_{name}_custom{{"{op["aclnn_custom"]}", "", true}};',
+                f"{ret_type} {name}_custom({params});",
+            ]
+            custom = f"&k_{name}_custom"
+        lines.append("")
+        table.append(f'    {{"{name}", &k_{name}, {custom}}},')
+    lines += [
+        "// Every NPU operator of this build: its schema name, the built-in aclnn op and our",
+        "// package's (nullptr when the package has none).",
+        "struct NpuOp {",
+        "  const char* op;",
+        "  const AclnnOp* builtin;",
+        "  const AclnnOp* custom;",
+        "};",
+        "inline constexpr NpuOp kNpuOps[] = {",
+        *table,
+        "};",
+        "",
+        "}  // namespace ascend_ops::npu",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -92,7 +92,7 @@ def test_compile_fullgraph_bn_with_dynamic_shapes():
 
 def test_available_impls_reports_each_known_impl():
     status = ascend_ops.available_impls()
-    assert set(status) == {"cpu", "npu", "reference", "sim"}
+    assert set(status) == {"cpu", "npu", "npu_custom", "reference", "sim"}
     for name in ("cpu", "reference", "sim"):
         assert status[name].available and status[name].reason is None
     # Where the NPU adapter cannot run, the reason names the first thing missing.

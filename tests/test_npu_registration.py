@@ -22,12 +22,22 @@ def test_versions_parse_as_torch_npu_spells_them():
 def test_every_npu_op_names_its_aclnn_op_and_cann_release():
     npu = [op for op in OPS if "op_api" in op]
     assert {op["func"].split("(")[0] for op in npu} == {
-        "fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward"}
+        "fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward",
+        "fused_linear_online_max_sum", "fused_cross_entropy_loss_with_max_sum"}
     for op in npu:
         assert op["aclnn"].startswith("aclnn") and op["cann"]
 
 
-@pytest.mark.parametrize("version, count", [((2, 12), 0), ((2, 13), 2), ((2, 15), 2)])
+def test_custom_package_names_are_the_agreed_ones():
+    # The contract with the Ascend C op package (ascendc_kernels/): vendor "ascend_ops",
+    # op types prefixed AscendOps, never CANN's built-in names.
+    custom = {op["func"].split("(")[0]: op["aclnn_custom"] for op in OPS if "aclnn_custom" in op}
+    assert custom == {
+        "fused_linear_cross_entropy_loss_grad": "aclnnAscendOpsFusedLinearCrossEntropyLossGrad",
+        "batch_norm_reduce_backward": "aclnnAscendOpsBatchNormReduceBackward"}
+
+
+@pytest.mark.parametrize("version, count", [((2, 12), 0), ((2, 13), 4), ((2, 15), 4)])
 def test_ops_are_chosen_by_their_op_api_range(version, count):
     assert len(gen_registration.npu_ops(OPS, version)) == count
 
@@ -57,8 +67,18 @@ def test_a_schema_type_without_a_mapping_is_an_error_naming_it():
 def test_generated_files(tmp_path):
     source, names = gen_registration.generate_npu(tmp_path, (2, 13))
     header = (tmp_path / "npu_ops.h").read_text()
-    assert names == ["fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward"]
-    assert 'k_fused_linear_cross_entropy_loss_grad{"aclnnFusedLinearCrossEntropyLossGrad", "9.0"}' in header
+    assert names == ["fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward",
+                     "fused_linear_online_max_sum", "fused_cross_entropy_loss_with_max_sum"]
+    assert ('k_fused_linear_cross_entropy_loss_grad{"aclnnFusedLinearCrossEntropyLossGrad", '
+            '"9.0", false}') in header
+    # The custom package's kernel: same signature, its own entry point, custom = true.
+    assert ('k_fused_linear_cross_entropy_loss_grad_custom{'
+            '"aclnnAscendOpsFusedLinearCrossEntropyLossGrad", "", true}') in header
+    assert "std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_custom(" in header
+    assert '{"fused_linear_online_max_sum", &k_fused_linear_online_max_sum, nullptr},' in header
+    assert '{"batch_norm_reduce_backward", &k_batch_norm_reduce_backward, ' \
+        '&k_batch_norm_reduce_backward_custom},' in header
+    assert "fused_linear_online_max_sum_custom" not in header
     registration = source.read_text()
     assert "TORCH_LIBRARY_IMPL(ascend_ops, PrivateUse1, m)" in registration
     for name in names:

@@ -162,7 +162,7 @@ def test_cpu_impl_refuses_other_devices():
         ascend_ops.batch_norm_reduce_backward(**inputs)
 
 
-@pytest.mark.parametrize("impl", ["sim", "npu"])
+@pytest.mark.parametrize("impl", ["sim", "npu_custom"])
 def test_forward_ops_name_the_implementations_they_have(impl):
     inputs = testing.online_inputs(testing.online_cases()[0])
     with pytest.raises(ValueError, match=rf"impl='{impl}' does not implement fused_linear_online_max_sum"):

@@ -11,15 +11,18 @@ from . import _extension, _npu_adapter, _sim
 __all__ = ["ImplStatus", "available_impls", "IMPLS"]
 
 #: Every implementation this version knows, in the order "auto" prefers them.
-#: "cpu": the C++ kernel. "npu": the aclnn adapter through torch_npu (op_plugin/csrc/npu).
-#: "reference": plain torch (reference.py), the oracle.
+#: "cpu": the C++ kernel. "npu": the aclnn adapter through torch_npu (op_plugin/csrc/npu)
+#: on CANN's built-in ops. "npu_custom": the same adapter on our Ascend C op package
+#: (never chosen by "auto"). "reference": plain torch (reference.py), the oracle.
 #: "sim": the Ascend C kernels on the project's CPU simulator (ascendc_kernels/).
-IMPLS = ("cpu", "npu", "reference", "sim")
+IMPLS = ("cpu", "npu", "npu_custom", "reference", "sim")
 
-#: The implementations of each operator. The Ascend C kernels (sim) and the NPU adapter
-#: cover the two backward operators; the forward companions run on cpu and reference.
+#: The implementations of each operator. The Ascend C kernels (sim, npu_custom) cover the
+#: two backward operators; the forward companions run on cpu, reference and CANN's
+#: built-ins (npu).
 BACKWARD_IMPLS = IMPLS
-FORWARD_IMPLS = ("cpu", "reference")
+FORWARD_IMPLS = ("cpu", "npu", "reference")
+NPU_IMPLS = ("npu", "npu_custom")
 OP_IMPLS = {
     "fused_linear_cross_entropy_loss_grad": BACKWARD_IMPLS,
     "batch_norm_reduce_backward": BACKWARD_IMPLS,
@@ -36,19 +39,35 @@ class ImplStatus:
     reason: str | None = None
 
 
-def available_impls() -> dict[str, ImplStatus]:
-    """For each known implementation, whether it can run here and, if not, why."""
+def available_impls(op: str | None = None) -> dict[str, ImplStatus]:
+    """For each known implementation, whether it can run here and, if not, why.
+
+    With `op` (e.g. "fused_linear_cross_entropy_loss_grad"), whether it can run that
+    operator: an implementation lacking it says so, and "npu" / "npu_custom" check that
+    the aclnn op behind it resolves (CANN's built-in / our op package). Without, "npu" and
+    "npu_custom" are available only when every operator they cover resolves.
+    """
+    if op is not None and op not in OP_IMPLS:
+        raise ValueError(f"op must be one of {tuple(OP_IMPLS)}, got {op!r}")
     status = {name: ImplStatus(True) for name in IMPLS}
     if _sim.load_error is not None:
         status["sim"] = ImplStatus(False, _sim.load_error)
     if _extension.load_error is not None:
-        # cpu and npu are kernels registered by _C. The reference (plain torch) and sim (its
-        # own library) still run: their checks have a Python statement (_validation.py).
+        # cpu and the NPU implementations are kernels registered by _C. The reference
+        # (plain torch) and sim (its own library) still run: their checks have a Python
+        # statement (_validation.py).
         down = ImplStatus(False, f"needs the native library: {_extension.load_error}")
-        return {**status, "cpu": down, "npu": down}
-    npu_reason = _npu_adapter.unavailable_reason()
-    if npu_reason is not None:
-        status["npu"] = ImplStatus(False, npu_reason)
+        status.update({name: down for name in ("cpu", *NPU_IMPLS)})
+    else:
+        for name in NPU_IMPLS:
+            if op is None or name in OP_IMPLS[op]:
+                reason = _npu_adapter.op_unavailable_reason(name, op)
+                if reason is not None:
+                    status[name] = ImplStatus(False, reason)
+    if op is not None:
+        for name in IMPLS:
+            if name not in OP_IMPLS[op]:
+                status[name] = ImplStatus(False, f"{name} does not implement {op}")
     return status
 
 
@@ -60,7 +79,7 @@ def resolve(impl: str, device: torch.device, op: str) -> str:
     mine = OP_IMPLS[op]
     if impl != "auto" and impl not in mine:
         raise ValueError(f"impl={impl!r} does not implement {op}; its implementations are {mine}")
-    status = available_impls()
+    status = available_impls(op)
     if impl == "auto":
         if device.type == "cpu" and status["cpu"].available:
             return "cpu"
@@ -74,8 +93,8 @@ def resolve(impl: str, device: torch.device, op: str) -> str:
         raise RuntimeError(f"impl={impl!r} is not available: {status[impl].reason}")
     if impl in ("cpu", "sim") and device.type != "cpu":
         raise ValueError(f"impl={impl!r} needs CPU tensors, got tensors on {device}")
-    if impl == "npu" and device.type not in _npu_adapter.NPU_DEVICE_TYPES:
-        raise ValueError(f"impl='npu' needs NPU tensors, got tensors on {device}")
+    if impl in NPU_IMPLS and device.type not in _npu_adapter.NPU_DEVICE_TYPES:
+        raise ValueError(f"impl={impl!r} needs NPU tensors, got tensors on {device}")
     return impl
 
 
@@ -88,4 +107,6 @@ def why_not(name: str, device: torch.device, status: ImplStatus) -> str:
         return "never chosen by 'auto' (a simulator for testing the Ascend C kernels; ask for impl='sim')"
     if name == "npu":
         return f"needs NPU tensors, got {device}"
+    if name == "npu_custom":
+        return "never chosen by 'auto' (our Ascend C op package; ask for impl='npu_custom')"
     return "never chosen by 'auto' (the oracle; ask for it with impl='reference')"

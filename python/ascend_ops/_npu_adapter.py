@@ -4,6 +4,10 @@ Loading it takes three things, checked in this order so the reason given is the 
 missing one: torch_npu importable (it needs CANN's libraries), the adapter built (setup.py
 builds it when torch_npu is installed at build time), and an NPU device visible.
 Importing `ascend_ops._npu` registers the NPU kernels for the PrivateUse1 dispatch key.
+
+Then, per operator: "npu" needs CANN's built-in aclnn op in the installed CANN, and
+"npu_custom" needs our custom op package (ascendc_kernels/, vendor "ascend_ops") on
+ASCEND_CUSTOM_OPP_PATH with the op's entry point.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+import os
+import pathlib
 from types import ModuleType
 
 #: torch_npu names the PrivateUse1 device "npu"; "privateuseone" is its name before that.
@@ -18,6 +24,12 @@ NPU_DEVICE_TYPES = ("npu", "privateuseone")
 
 INSTALL_HINT = ("see docs/npu.md: install CANN and torch-npu==2.13.0, "
                 "then rebuild ascend_ops")
+
+#: The custom op package's vendor directory name and the library its aclnn ops live in.
+PACKAGE_VENDOR = "ascend_ops"
+PACKAGE_LIBRARY = pathlib.Path("op_api") / "lib" / "libcust_opapi.so"
+PACKAGE_HINT = ("the ascend_ops op package is not installed: build it with "
+                "ascendc_kernels/build.sh, see docs/npu.md")
 
 
 @functools.cache
@@ -62,3 +74,79 @@ def adapter() -> ModuleType:
     if module is None:
         raise RuntimeError(f"npu: {reason}")
     return module
+
+
+def find_custom_package(custom_opp_path: str | None) -> pathlib.Path | None:
+    """The vendors/ascend_ops directory on `custom_opp_path` (ASCEND_CUSTOM_OPP_PATH's
+    value, ':'-separated, as the package's set_env.bash writes it) that holds
+    op_api/lib/libcust_opapi.so, else None."""
+    for entry in (custom_opp_path or "").split(os.pathsep):
+        if not entry:
+            continue
+        vendor = pathlib.Path(entry)
+        if vendor.name == PACKAGE_VENDOR and (vendor / PACKAGE_LIBRARY).is_file():
+            return vendor
+    return None
+
+
+@functools.cache
+def _aclnn_available(adapter_module: ModuleType, name: str, custom_opp_path: str | None) -> bool:
+    """adapter.aclnn_available(name), asked once per process and package path: the lookup
+    searches the file system, and what is installed does not change while we run."""
+    return adapter_module.aclnn_available(name)
+
+
+def _ops(adapter_module: ModuleType) -> dict[str, tuple[str, str, str | None]]:
+    """{op: (built-in aclnn name, CANN release, custom aclnn name or None)} of the build."""
+    return {op: (aclnn, cann, custom) for op, aclnn, cann, custom in adapter_module.npu_ops()}
+
+
+def builtin_unavailable_reason(op: str, adapter_module: ModuleType) -> str | None:
+    """None when CANN's built-in aclnn op behind `op` resolves, else why not."""
+    ops = _ops(adapter_module)
+    if op not in ops:
+        return f"this build of the NPU adapter has no kernel for {op}"
+    aclnn, cann, _ = ops[op]
+    if not _aclnn_available(adapter_module, aclnn, None):
+        return f"CANN lacks {aclnn} (needs CANN >= {cann})"
+    return None
+
+
+def custom_unavailable_reason(op: str | None, adapter_module: ModuleType,
+                              custom_opp_path: str | None) -> str | None:
+    """None when our op package provides `op` (every op of the package when None),
+    else why not."""
+    ops = _ops(adapter_module)
+    wanted = [op] if op is not None else [name for name, (_, _, c) in ops.items() if c]
+    for name in wanted:
+        if name not in ops or ops[name][2] is None:
+            return f"the ascend_ops op package has no kernel for {name}"
+    vendor = find_custom_package(custom_opp_path)
+    if vendor is None:
+        return (f"{PACKAGE_HINT} (no {PACKAGE_VENDOR}/{PACKAGE_LIBRARY} under "
+                f"ASCEND_CUSTOM_OPP_PATH={custom_opp_path or ''!r})")
+    for name in wanted:
+        entry = ops[name][2]
+        if not _aclnn_available(adapter_module, entry, custom_opp_path):
+            return (f"the ascend_ops op package at {vendor} lacks {entry}: rebuild it with "
+                    "ascendc_kernels/build.sh")
+    return None
+
+
+def op_unavailable_reason(impl: str, op: str | None = None) -> str | None:
+    """None when `impl` ("npu" or "npu_custom") can run `op` (or, op=None, every op it
+    covers) here, else the first missing piece."""
+    reason = unavailable_reason()
+    if reason is not None:
+        return reason
+    _, module, _ = _load()
+    if impl == "npu_custom":
+        return custom_unavailable_reason(op, module, os.environ.get("ASCEND_CUSTOM_OPP_PATH"))
+    names = [op] if op is not None else list(_ops(module))
+    missing = [r for r in (builtin_unavailable_reason(n, module) for n in names) if r]
+    return "; ".join(missing) or None
+
+
+def run_custom(op: str, *args, **kwargs):
+    """`op` on our custom op package (impl="npu_custom")."""
+    return getattr(adapter(), f"{op}_custom")(*args, **kwargs)

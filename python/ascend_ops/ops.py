@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _sim, reference
+from . import _npu_adapter, _sim, reference
 from ._extension import checks
 from ._impls import resolve
 
@@ -48,7 +48,8 @@ def fused_linear_cross_entropy_loss_grad(
             forward; required when `softmax` is None (memory-saving mode).
         softmax: float32 [BT, V] kept by the forward (high-performance mode). The op may
             use it as scratch: its contents are undefined afterwards.
-        impl: "auto" (by device), "cpu", "npu", "reference" or "sim"; see `available_impls()`.
+        impl: "auto" (by device), "cpu", "npu", "npu_custom", "reference" or "sim"; see
+            `available_impls()`.
         scratch_bytes: the CPU kernel's scratch budget for its vocabulary chunks
             (default: ASCEND_OPS_FLCE_SCRATCH_MIB, else 64 MiB); other
             implementations ignore it.
@@ -64,6 +65,9 @@ def fused_linear_cross_entropy_loss_grad(
         checks().check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes)
         backend = reference if chosen == "reference" else _sim
         return backend.fused_linear_cross_entropy_loss_grad(*args)
+    if chosen == "npu_custom":
+        return _npu_adapter.run_custom("fused_linear_cross_entropy_loss_grad", *args,
+                                       scratch_bytes=scratch_bytes)
     return torch.ops.ascend_ops.fused_linear_cross_entropy_loss_grad(
         *args, scratch_bytes=scratch_bytes)
 
@@ -96,7 +100,8 @@ def batch_norm_reduce_backward(
         weight: [C] or None; it does not enter the math (accepted for compatibility).
         input_g, weight_g, bias_g: which outputs to compute: sum_dy and sum_dy_xmu when
             input_g, grad_weight when weight_g, grad_bias when bias_g.
-        impl: "auto" (by device), "cpu", "npu", "reference" or "sim"; see `available_impls()`.
+        impl: "auto" (by device), "cpu", "npu", "npu_custom", "reference" or "sim"; see
+            `available_impls()`.
 
     Returns:
         (sum_dy, sum_dy_xmu, grad_weight, grad_bias), each [C] or None when not asked
@@ -108,6 +113,8 @@ def batch_norm_reduce_backward(
         checks().check_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight)
         backend = reference if chosen == "reference" else _sim
         return backend.batch_norm_reduce_backward(*args)
+    if chosen == "npu_custom":
+        return _npu_adapter.run_custom("batch_norm_reduce_backward", *args)
     return torch.ops.ascend_ops.batch_norm_reduce_backward(*args)
 
 
@@ -137,7 +144,7 @@ def fused_linear_online_max_sum(
             0 <= start <= end <= start + V.
         return_logits: also return the logits (high-performance mode); otherwise the
             [BT, V] logits are never held, only row chunks of them.
-        impl: "auto" (by device), "cpu" or "reference"; see `available_impls()`.
+        impl: "auto" (by device), "cpu", "npu" or "reference"; see `available_impls()`.
 
     Returns:
         (logits_max, sum_exp_logits, predicted_logits) float32 [BT]; target_mask uint8
@@ -172,7 +179,7 @@ def fused_cross_entropy_loss_with_max_sum(
             vocabulary shard (see `ascend_ops.linear_cross_entropy` for the combination).
         label_smoothing: only 0.0 is supported. input, weight: only None is supported.
         vocab_parallel_logits: [BT, V] float32/float16/bfloat16, or None for no softmax.
-        impl: "auto" (by device), "cpu" or "reference"; see `available_impls()`.
+        impl: "auto" (by device), "cpu", "npu" or "reference"; see `available_impls()`.
 
     Returns:
         (loss float32 [BT], softmax float32 [BT, V] or empty).

@@ -58,12 +58,13 @@ result = {}
 
 @pytest.fixture(scope="session")
 def probe(stub_cann):
-    """probe(code) runs `code` after PRELUDE in a fresh Python against the stub CANN
-    libraries and returns the `result` dict it fills; fails with the process's output."""
+    """probe(code, env=...) runs `code` after PRELUDE in a fresh Python against the stub
+    CANN libraries (with `env` added to the environment) and returns the `result` dict it
+    fills; fails with the process's output."""
 
-    def run(code: str, *, with_stubs: bool = True) -> dict:
+    def run(code: str, *, with_stubs: bool = True, env: dict | None = None) -> dict:
         env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", LD_BIND_NOW="1",
-                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **(env or {}))
         if with_stubs:
             env["LD_LIBRARY_PATH"] = os.pathsep.join(
                 [str(stub_cann)] + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p])

@@ -2,8 +2,11 @@
 headers loads next to libtorch_npu.so with every symbol it needs resolved by torch and
 torch_npu (stub CANN libraries stand in only for what libtorch_npu.so itself imports),
 registers a PrivateUse1 kernel for each op the yaml declares for this torch_npu, reports
-a missing aclnn op as a Python error, and declares the schemas torch_npu registers for
-the same ops. This proves compiling and linking, not numerics on hardware (tests/test_npu.py).
+a missing aclnn op as a Python error, finds our custom op package through
+ASCEND_CUSTOM_OPP_PATH (a stub libcust_opapi.so here), refuses shapes CANN's built-ins
+cannot take with messages naming the argument, and declares the schemas torch_npu
+registers for the same ops. This proves compiling and linking, not numerics on hardware
+(tests/test_npu.py). The compile-time check of the aclnn calls is test_prototypes.py.
 """
 
 from __future__ import annotations
@@ -24,14 +27,25 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "op_plugin"))
 import gen_registration  # noqa: E402
 
-# The exported torch_npu API the adapter is written against (aclnn_call.h).
+# The exported torch_npu API the adapter is written against (aclnn_call.h: the steps of
+# EXEC_NPU_CMD_EXT; npu_tensors.cpp: formats; CANN's error text).
 TORCH_NPU_API = {
     "GetOpApiFuncAddr(char const*)",
     "ConvertType(at::Tensor const&)",
-    "c10_npu::getCurrentNPUStream(signed char)",
-    "c10_npu::NPUStream::stream(bool) const",
+    "InitExecCommonCtx()",
+    "ReleaseExecCommonCtx()",
+    "UnInitExecCommonCtx()",
+    "GetAclStream()",
+    "GetWorkSpaceAddr(unsigned long)",
+    "InitExecSubTheadCtx(void*)",
+    "ExecuteApiFunc(void const*, void*, void*, unsigned long, aclOpExecutor*)",
+    "c10_npu::GetDeterministicLevel()",
+    "at_npu::native::ApplyDeterministicLevel(long, bool, bool)",
+    "c10_npu::c10_npu_get_error_message()",
+    "at_npu::native::get_npu_format(at::Tensor const&)",
+    "at_npu::native::npu_format_cast(at::Tensor const&, long)",
 }
-RUN_OP_API_V2 = "at_npu::native::OpCommand::RunOpApiV2("
+RUN_ACL_CALL = "RunAclCall("
 
 
 def npu_ops() -> list[dict]:
@@ -41,7 +55,8 @@ def npu_ops() -> list[dict]:
 
 def test_yaml_declares_ops_for_the_installed_torch_npu():
     assert {op["func"].split("(")[0] for op in npu_ops()} == {
-        "fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward"}
+        "fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward",
+        "fused_linear_online_max_sum", "fused_cross_entropy_loss_with_max_sum"}
 
 
 def test_adapter_loads_with_every_symbol_bound(probe, adapter_path):
@@ -60,7 +75,7 @@ def test_adapter_needs_nothing_from_the_stubs(stub_cann, adapter_path, torch_npu
     assert not needed & stubbed, f"the adapter imports CANN symbols directly: {needed & stubbed}"
     from_torch_npu = needed & dynamic_symbols(torch_npu_dir / "lib" / "libtorch_npu.so", True)
     assert TORCH_NPU_API <= from_torch_npu, TORCH_NPU_API - from_torch_npu
-    assert any(name.startswith(RUN_OP_API_V2) for name in from_torch_npu)
+    assert any(name.startswith(RUN_ACL_CALL) for name in from_torch_npu)
     print(f"{len(needed)} symbols needed, {len(from_torch_npu)} from libtorch_npu.so:",
           *sorted(from_torch_npu), sep="\n  ")
 
@@ -128,7 +143,7 @@ def test_schemas_match_torch_npus_registered_ones(probe):
             theirs_names[op["func"]] = f"npu::{op['torch_npu']}"
         elif "aten" in op:
             theirs_names[op["func"]] = f"aten::{op['aten']}"
-    assert len(theirs_names) == 2
+    assert len(theirs_names) == 4
     result = probe(f"for func, qualified in {list(theirs_names.items())!r}:\n"
                    "    ns, name = qualified.split('::')\n"
                    "    packet = getattr(getattr(torch.ops, ns), name)\n"
@@ -139,21 +154,151 @@ def test_schemas_match_torch_npus_registered_ones(probe):
         assert has_npu_kernel, f"torch_npu registers no NPU kernel for {qualified}"
         ours = torch._C.parse_schema(f"ascend_ops::{func}")
         theirs = torch._C.parse_schema(text)
+        name = ours.name.split("::")[1]
+        our_writes = [a.name for a in ours.arguments if a.alias_info and a.alias_info.is_write]
+        their_writes = [a.name for a in theirs.arguments if a.alias_info and a.alias_info.is_write]
+        our_returns = [str(r.type) for r in ours.returns]
+        their_returns = [str(r.type) for r in theirs.returns]
+        if name == "fused_cross_entropy_loss_with_max_sum":
+            # torch_npu's label_smoothing is `float?`; ours a plain float (only 0.0 runs).
+            differs = [(a, b) for a, b in zip(signature(ours), signature(theirs)) if a != b]
+            assert differs == [(("label_smoothing", "float", 0.0, True),
+                                ("label_smoothing", "Optional[float]", 0.0, True))], differs
+            assert len(signature(ours)) == len(signature(theirs))
+            assert our_returns == their_returns == ["Tensor", "Tensor"]
+            continue
         # Keyword-only arguments are our CPU kernel's tuning knobs (the yaml says so);
         # the NPU kernel accepts and ignores them. Everything before them must match.
         ours_shared = [arg for arg in signature(ours) if not arg[3]]
         assert ours_shared == signature(theirs), f"{qualified}: {text}"
         our_tuning = [arg[0] for arg in signature(ours) if arg[3]]
-        assert our_tuning == (["scratch_bytes"] if qualified.startswith("npu::") else [])
-        our_writes = [a.name for a in ours.arguments if a.alias_info and a.alias_info.is_write]
-        their_writes = [a.name for a in theirs.arguments if a.alias_info and a.alias_info.is_write]
-        our_returns = [str(r.type) for r in ours.returns]
-        their_returns = [str(r.type) for r in theirs.returns]
-        if qualified.startswith("npu::"):
+        assert our_tuning == (["scratch_bytes"] if name == "fused_linear_cross_entropy_loss_grad" else [])
+        if name == "fused_linear_cross_entropy_loss_grad":
             # The NPU kernel may use softmax as scratch: we declare the write, torch_npu does not.
             assert (our_writes, their_writes) == (["softmax"], [])
             assert our_returns == their_returns == ["Tensor", "Tensor"]
+        elif name == "fused_linear_online_max_sum":
+            assert our_writes == their_writes == []
+            assert our_returns == their_returns == ["Tensor"] * 6
         else:
             # aten returns undefined tensors for outputs not asked for; we return None.
             assert our_writes == their_writes == []
             assert (our_returns, their_returns) == (["Optional[Tensor]"] * 4, ["Tensor"] * 4)
+
+
+# The aten ops nn.SyncBatchNorm calls (python/ascend_ops/nn/sync_batch_norm.py), which
+# torch_npu implements for NPU tensors; docs/npu.md lists them.
+SYNC_BATCH_NORM_ATEN_OPS = ("batch_norm_stats", "batch_norm_gather_stats_with_counts",
+                            "batch_norm_elemt", "batch_norm_backward_reduce",
+                            "batch_norm_backward_elemt")
+
+
+def test_torch_npu_registers_the_aten_ops_sync_batch_norm_uses(probe):
+    result = probe(f"for name in {SYNC_BATCH_NORM_ATEN_OPS!r}:\n"
+                   "    result[name] = torch._C._dispatch_has_kernel_for_dispatch_key(\n"
+                   "        'aten::' + name, 'PrivateUse1')\n")
+    assert result == {name: True for name in SYNC_BATCH_NORM_ATEN_OPS}
+
+
+def test_target_check_mode_follows_what_torch_npu_registers(probe):
+    code = ("import ascend_ops._npu as npu\n"
+            "result['assert_async'] = torch._C._dispatch_has_kernel_for_dispatch_key(\n"
+            "    'aten::_assert_async.msg', 'PrivateUse1')\n"
+            "result['mode'] = npu.target_check_mode()\n")
+    result = probe(code)
+    # torch_npu 2.13.0 has no PrivateUse1 _assert_async: no device-side check, and no host
+    # copy either unless the debug switch asks for one.
+    assert result["mode"] == ("device" if result["assert_async"] else "off")
+    assert probe(code, env={"ASCEND_OPS_NPU_CHECK_TARGETS": "1"})["mode"] == "host"
+
+
+def test_builtin_limits_are_refused_naming_the_argument(probe):
+    calls = {
+        "h": "npu.check_builtin_flce_grad_limits(16, 65536, 1024, False)",
+        "v_small": "npu.check_builtin_flce_grad_limits(16, 64, 127, True)",
+        "v_large": "npu.check_builtin_flce_grad_limits(16, 64, 76032, True)",
+        "v_large_memory_saving": "npu.check_builtin_flce_grad_limits(16, 64, 76032, False)",
+        "v_edges": "npu.check_builtin_flce_grad_limits(16, 65535, 128, True); "
+                   "npu.check_builtin_flce_grad_limits(16, 64, 65280, True)",
+        "forward_h": "npu.check_builtin_online_max_sum_limits(65535, 1024)",
+        "forward_ok": "npu.check_builtin_online_max_sum_limits(65534, 1)",
+    }
+    code = "import ascend_ops._npu as npu\n"
+    for key, call in calls.items():
+        code += (f"try:\n    {call}\n    result[{key!r}] = None\n"
+                 f"except NotImplementedError as e:\n    result[{key!r}] = str(e)\n")
+    code += "result['status'] = [npu.describe_status(s) for s in (161002, 361001, 561103)]\n"
+    result = probe(code)
+    assert "needs H = input.size(1) <= 65535, got 65536" in result["h"]
+    assert "needs 128 <= V = weight.size(0) <= 65280, got 127" in result["v_small"]
+    assert "got 76032" in result["v_large"] and "impl='npu_custom'" in result["v_large"]
+    assert result["v_large_memory_saving"] is None  # memory-saving mode has no V limit
+    assert result["v_edges"] is None
+    assert "needs H = input.size(1) <= 65534, got 65535" in result["forward_h"]
+    assert result["forward_ok"] is None
+    invalid, platform, inner = result["status"]
+    assert invalid.startswith("161002 (ACLNN_ERR_PARAM_INVALID")
+    assert "A2/A3" not in platform and "does not run on this NPU" in platform
+    assert inner.startswith("561103 (ACLNN_ERR_INNER") and "tiling" in inner
+
+
+def stub_custom_package(root: pathlib.Path, symbols: list[str]) -> pathlib.Path:
+    """<root>/vendors/ascend_ops with a stub op_api/lib/libcust_opapi.so defining `symbols`."""
+    vendor = root / "vendors" / "ascend_ops"
+    lib = vendor / "op_api" / "lib"
+    lib.mkdir(parents=True)
+    source = root / "cust.c"
+    source.write_text("".join(f"int {name}(void) {{ return 0; }}\n" for name in symbols) or "int unused;\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib / "libcust_opapi.so"), str(source)],
+                   check=True)
+    return vendor
+
+
+CUSTOM_OPS = {op["func"].split("(")[0]: op["aclnn_custom"]
+              for op in gen_registration.load_ops()[1] if "aclnn_custom" in op}
+
+
+def custom_probe_code(ops: dict) -> str:
+    return ("import os, ascend_ops._npu as npu\n"
+            "from ascend_ops import _npu_adapter as a\n"
+            "path = os.environ.get('ASCEND_CUSTOM_OPP_PATH')\n"
+            f"for op, entry in {ops!r}.items():\n"
+            "    result[op] = [npu.aclnn_available(entry), a.custom_unavailable_reason(op, npu, path),\n"
+            "                  a.builtin_unavailable_reason(op, npu)]\n"
+            "try:\n"
+            f"    npu.require_aclnn({next(iter(ops.values()))!r}, '', True)\n"
+            "except NotImplementedError as e:\n"
+            "    result['missing'] = str(e)\n")
+
+
+def test_custom_package_is_found_through_ascend_custom_opp_path(probe, tmp_path):
+    symbols = [f"{entry}{suffix}" for entry in CUSTOM_OPS.values()
+               for suffix in ("GetWorkspaceSize", "")]
+    vendor = stub_custom_package(tmp_path, symbols)
+    code = custom_probe_code(CUSTOM_OPS) + \
+        f"result['kernels'] = [callable(getattr(npu, op + '_custom', None)) for op in {list(CUSTOM_OPS)!r}]\n"
+    result = probe(code, env={"ASCEND_CUSTOM_OPP_PATH": str(vendor)})
+    assert result.pop("kernels") == [True] * len(CUSTOM_OPS)  # impl="npu_custom" calls these
+    for op in CUSTOM_OPS:
+        available, custom_reason, builtin_reason = result[op]
+        assert available and custom_reason is None, result[op]
+        # The built-in names are not in our package: no CANN here, so they stay missing.
+        assert builtin_reason.startswith("CANN lacks aclnn") and "(needs CANN >= " in builtin_reason
+    assert "missing" not in result
+
+
+def test_custom_package_reasons(probe, tmp_path):
+    # Installed but without the FLCE entry point; then not installed at all.
+    flce, bn = CUSTOM_OPS["fused_linear_cross_entropy_loss_grad"], CUSTOM_OPS["batch_norm_reduce_backward"]
+    vendor = stub_custom_package(tmp_path, [f"{bn}GetWorkspaceSize", bn])
+    result = probe(custom_probe_code(CUSTOM_OPS), env={"ASCEND_CUSTOM_OPP_PATH": str(vendor)})
+    assert result["batch_norm_reduce_backward"][:2] == [True, None]
+    assert result["fused_linear_cross_entropy_loss_grad"][0] is False
+    assert f"the ascend_ops op package at {vendor} lacks {flce}" in \
+        result["fused_linear_cross_entropy_loss_grad"][1]
+    assert result["missing"].startswith(f"{flce} not found: install the ascend_ops custom op package")
+    result = probe(custom_probe_code(CUSTOM_OPS), env={"ASCEND_CUSTOM_OPP_PATH": str(tmp_path / "none")})
+    for op in CUSTOM_OPS:
+        assert result[op][0] is False
+        assert result[op][1].startswith("the ascend_ops op package is not installed: build it "
+                                        "with ascendc_kernels/build.sh, see docs/npu.md")

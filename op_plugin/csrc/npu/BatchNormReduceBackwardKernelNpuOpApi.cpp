@@ -1,23 +1,28 @@
 // NPU kernel of batch_norm_reduce_backward (SPEC §2): the shared validation, then
-// aclnnBatchNormReduceBackward, with the outputs allocated as torch_npu allocates them
-// (float16 sums only when input and mean are both float16, float32 otherwise) and the
-// gaps of the built-in filled:
+// aclnnBatchNormReduceBackward (impl="npu", CANN's built-in) or
+// aclnnAscendOpsBatchNormReduceBackward (impl="npu_custom", our op package) through one
+// code path, with the outputs allocated as torch_npu allocates them (float16 sums only
+// when input and mean are both float16, float32 otherwise) and the gaps of the op filled:
 //   - an input with no elements: the op leaves its outputs unwritten, we zero them;
-//   - non-contiguous inputs (e.g. channels_last): passed as contiguous copies.
+//   - internal formats (e.g. NC1HWC0) cast to their base format, strided views (e.g.
+//     channels_last) made contiguous.
 #include "aclnn_call.h"
+#include "npu_tensors.h"
 
 #include "../validation.h"
 
 #include "torch_npu/csrc/core/npu/NPUGuard.h"
 
 namespace ascend_ops::npu {
+namespace {
 
 using MaybeTensor = std::optional<at::Tensor>;
+using BnOutputs = std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor>;
 
-std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor> batch_norm_reduce_backward(
-    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
-    const at::Tensor& invstd, const std::optional<at::Tensor>& weight, bool input_g,
-    bool weight_g, bool bias_g) {
+BnOutputs run_bn_reduce_backward(const AclnnOp& op, const at::Tensor& grad_out,
+                                 const at::Tensor& input, const at::Tensor& mean,
+                                 const at::Tensor& invstd, const MaybeTensor& weight,
+                                 bool input_g, bool weight_g, bool bias_g) {
   check_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight);
   if (!input_g && !weight_g && !bias_g) {
     return {};
@@ -43,15 +48,33 @@ std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor> batch_norm_reduce
     return {sum_dy, sum_dy_xmu, grad_weight, grad_bias};
   }
 
-  at::Tensor grad_out_c = grad_out.contiguous();
-  at::Tensor input_c = input.contiguous();
-  at::Tensor mean_c = mean.contiguous();
-  at::Tensor invstd_c = invstd.contiguous();
-  MaybeTensor weight_c = weight.has_value() ? MaybeTensor(weight->contiguous()) : std::nullopt;
-  run_aclnn(k_batch_norm_reduce_backward, nullptr, input.device(), grad_out_c, input_c, mean_c,
-            invstd_c, weight_c, input_g, weight_g, bias_g, sum_dy, sum_dy_xmu, grad_weight,
-            grad_bias);
+  at::Tensor grad_out_c = as_aclnn_input(grad_out);
+  at::Tensor input_c = as_aclnn_input(input);
+  at::Tensor mean_c = as_aclnn_input(mean);
+  at::Tensor invstd_c = as_aclnn_input(invstd);
+  MaybeTensor weight_c = weight.has_value() ? MaybeTensor(as_aclnn_input(*weight)) : std::nullopt;
+  run_aclnn<BnReducePhase1>(op, nullptr, grad_out_c, input_c, mean_c, invstd_c, weight_c,
+                            input_g, weight_g, bias_g, sum_dy, sum_dy_xmu, grad_weight,
+                            grad_bias);
   return {sum_dy, sum_dy_xmu, grad_weight, grad_bias};
+}
+
+}  // namespace
+
+BnOutputs batch_norm_reduce_backward(const at::Tensor& grad_out, const at::Tensor& input,
+                                     const at::Tensor& mean, const at::Tensor& invstd,
+                                     const MaybeTensor& weight, bool input_g, bool weight_g,
+                                     bool bias_g) {
+  return run_bn_reduce_backward(k_batch_norm_reduce_backward, grad_out, input, mean, invstd,
+                                weight, input_g, weight_g, bias_g);
+}
+
+BnOutputs batch_norm_reduce_backward_custom(const at::Tensor& grad_out, const at::Tensor& input,
+                                            const at::Tensor& mean, const at::Tensor& invstd,
+                                            const MaybeTensor& weight, bool input_g,
+                                            bool weight_g, bool bias_g) {
+  return run_bn_reduce_backward(k_batch_norm_reduce_backward_custom, grad_out, input, mean,
+                                invstd, weight, input_g, weight_g, bias_g);
 }
 
 }  // namespace ascend_ops::npu

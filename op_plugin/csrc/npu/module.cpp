@@ -1,23 +1,63 @@
 // ascend_ops._npu: importing it (after torch_npu) registers the NPU kernels for the
 // PrivateUse1 dispatch key (register_npu.cpp, generated from the op yaml) and exposes
-// what the Python side needs to explain itself.
+// what the Python side needs: the custom-package kernels (impl="npu_custom"), which
+// aclnn ops resolve, and how the adapter refuses and checks.
 #include "aclnn_call.h"
+#include "builtin_limits.h"
+#include "npu_tensors.h"
 
 #include <torch/extension.h>
 
 #define ASCEND_OPS_STR2(x) #x
 #define ASCEND_OPS_STR(x) ASCEND_OPS_STR2(x)
 
+namespace {
+
+// [(op, builtin aclnn name, CANN release, custom aclnn name or None)] of this build.
+py::list npu_ops() {
+  py::list ops;
+  for (const ascend_ops::npu::NpuOp& op : ascend_ops::npu::kNpuOps) {
+    ops.append(py::make_tuple(op.op, op.builtin->name, op.builtin->cann,
+                              op.custom != nullptr ? py::object(py::str(op.custom->name))
+                                                   : py::object(py::none())));
+  }
+  return ops;
+}
+
+}  // namespace
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  namespace npu = ascend_ops::npu;
   m.doc() = "ascend_ops NPU adapter: aclnn kernels registered for PrivateUse1 via torch_npu";
   m.attr("torch_npu_version") = ASCEND_OPS_STR(ASCEND_OPS_TORCH_NPU_VERSION);
-  m.def("aclnn_available", &ascend_ops::npu::aclnn_available, py::arg("name"),
+  m.def("npu_ops", &npu_ops,
+        "[(op, aclnn name, CANN release, custom package's aclnn name or None)] of this build.");
+  m.def("aclnn_available", &npu::aclnn_available, py::arg("name"),
         "Whether aclnn `name` and its GetWorkspaceSize resolve (custom op packages on "
         "ASCEND_CUSTOM_OPP_PATH first, then CANN's libopapi.so).");
   m.def("require_aclnn",
-        [](const std::string& name, const std::string& cann) {
-          ascend_ops::npu::resolve_aclnn({name.c_str(), cann.c_str()});
+        [](const std::string& name, const std::string& cann, bool custom) {
+          npu::resolve_aclnn({name.c_str(), cann.c_str(), custom});
         },
-        py::arg("name"), py::arg("cann"),
+        py::arg("name"), py::arg("cann"), py::arg("custom") = false,
         "Raise NotImplementedError naming `name` and what to install if it does not resolve.");
+  m.def("describe_status", &npu::describe_status, py::arg("status"),
+        "An aclnn status code with its meaning, as the adapter's errors print it.");
+  m.def("target_check_mode", &npu::target_check_mode,
+        "How masked_target's range is checked on NPU tensors: 'device', 'host' or 'off'.");
+  m.def("check_builtin_flce_grad_limits", &npu::check_builtin_flce_grad_limits,
+        py::arg("bt"), py::arg("h"), py::arg("v"), py::arg("high_performance"),
+        "Raise NotImplementedError when CANN's built-in FLCE backward cannot take this shape.");
+  m.def("check_builtin_online_max_sum_limits", &npu::check_builtin_online_max_sum_limits,
+        py::arg("h"), py::arg("v"),
+        "Raise NotImplementedError when CANN's built-in online max-sum cannot take this shape.");
+  // impl="npu_custom": the same kernels on our op package's entry points.
+  m.def("fused_linear_cross_entropy_loss_grad_custom",
+        &npu::fused_linear_cross_entropy_loss_grad_custom, py::arg("grad"), py::arg("input"),
+        py::arg("weight"), py::arg("target_mask"), py::arg("masked_target"),
+        py::arg("label_smoothing"), py::arg("logits_max"), py::arg("sum_exp_logits"),
+        py::arg("softmax"), py::arg("scratch_bytes") = py::none());
+  m.def("batch_norm_reduce_backward_custom", &npu::batch_norm_reduce_backward_custom,
+        py::arg("grad_out"), py::arg("input"), py::arg("mean"), py::arg("invstd"),
+        py::arg("weight"), py::arg("input_g"), py::arg("weight_g"), py::arg("bias_g"));
 }

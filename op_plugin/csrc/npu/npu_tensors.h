@@ -1,0 +1,34 @@
+// What the NPU kernels do to tensors before an aclnn call, all on the device and
+// asynchronous (no host synchronisation, so torch_npu's task queue and graph capture
+// keep running): formats, bool-mask packing, the masked_target range check.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <string>
+
+namespace ascend_ops::npu {
+
+// `t` in a form every aclnn op here accepts: an internal NPU format (e.g. FRACTAL_NZ
+// for a weight) cast to its base format (ND; NCHW / NCDHW for 4-D / 5-D), and strided
+// views made contiguous. An already usable tensor is returned as is, never copied.
+at::Tensor as_aclnn_input(const at::Tensor& t);
+
+// Bool mask [BT] (True = masked) -> bit-packed uint8 [ceil(BT/8)], LSB first, padding
+// bits 1, computed on the mask's device.
+at::Tensor pack_bool_mask(const at::Tensor& mask);
+
+// How the NPU kernels check that masked_target lies in [0, V) on unmasked rows (SPEC §1):
+//   "device": an asynchronous device-side assert (aten::_assert_async, when the installed
+//             torch_npu registers it for PrivateUse1): a bad row fails the stream later;
+//   "host":   ASCEND_OPS_NPU_CHECK_TARGETS=1, a debug switch: the validation reads the
+//             targets on the host (one blocking copy per call) and raises ValueError at once;
+//   "off":    neither: like CANN's built-in, an out-of-range target is not detected.
+std::string target_check_mode();
+
+// Applies target_check_mode() to one call: `packed_mask` is the bit-packed form.
+// Raises ValueError in "host" mode; queues the assert in "device" mode.
+void check_targets(const at::Tensor& packed_mask, const at::Tensor& masked_target,
+                   int64_t vocab);
+
+}  // namespace ascend_ops::npu
