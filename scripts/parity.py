@@ -7,20 +7,19 @@ Two tables, both against SPEC §4's tolerances:
   edges:   one row per op, implementation and edge case: V < 128, H > 65535 and BT = 0
            (shapes CANN's built-ins treat specially), in both modes and both half dtypes;
            --edges-csv appends them. An error is a failure unless it is one of the
-           documented refusals of DOCUMENTED_REFUSALS (only CANN's built-in has any: V < 128
-           and H > 65535 in memory-saving mode); then the row is "refused", with the limit
-           and the error. For high-performance mode the "softmax" column says whether the
+           documented refusals of DOCUMENTED_REFUSALS (only CANN's built-in has any, through
+           torch_npu or our adapter: H > 65535, V < 128); then the row is "refused", with
+           the limit and the error. For high-performance mode the "softmax" column says whether the
            call overwrote the caller's softmax (SPEC allows it).
 
 On an NPU, "torch_npu" rows run torch_npu's own operators (CANN's built-in aclnn op through
-torch_npu's adapter) beside ours ("npu"). Our adapter calls the custom op package when
-ASCEND_CUSTOM_OPP_PATH names it, else CANN's built-in; --compare-builtin reruns the NPU
-rows in a child process without ASCEND_CUSTOM_OPP_PATH and labels them "npu[builtin]", so
-both are in one table. Exits 1 if any row fails.
+torch_npu's adapter) beside ours: "npu" (our adapter on CANN's built-in) and, when our
+Ascend C op package is installed, "npu_custom" (the same adapter on the package). Exits 1
+if any row fails.
 
     python scripts/parity.py                          # every available implementation
     python scripts/parity.py --impl cpu --csv parity.csv
-    python scripts/parity.py --grid edges --compare-builtin --edges-csv edges.csv   # on NPU
+    python scripts/parity.py --grid edges --edges-csv edges.csv   # on NPU
 """
 
 from __future__ import annotations
@@ -28,11 +27,8 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import json
-import os
 import pathlib
 import platform
-import subprocess
 import sys
 from typing import Callable
 
@@ -73,20 +69,22 @@ class Refusal:
     limit: str
 
 
-#: The implementations that call CANN's built-in aclnn op: torch_npu's own operator, our
-#: adapter rerun without the custom op package ("npu[builtin]"), and our adapter ("npu"),
-#: which calls the built-in unless ASCEND_CUSTOM_OPP_PATH names our custom op package.
-CANN_BUILTIN = ("torch_npu", "npu", "npu[builtin]")
-
-#: Every refusal the edge grid accepts, per operator. CANN's API reference for
-#: aclnnFusedLinearCrossEntropyLossGrad (and torch_npu's docs: "weight 第0维长度不支持小于128")
-#: limits V >= 128 in both modes and H <= 65535 in memory-saving mode. cpu, reference and
-#: sim refuse nothing in the grid; batch_norm_reduce_backward has no documented refusal.
+#: Every refusal the edge grid accepts, per operator. CANN's built-in
+#: aclnnFusedLinearCrossEntropyLossGrad refuses H > 65535 in both modes and, in
+#: high-performance mode, V outside [128, 65280]; its API reference (and torch_npu's docs:
+#: "weight 第0维长度不支持小于128") state V >= 128 for both modes, so torch_npu's own
+#: operator may refuse V < 128 in memory-saving mode too. Our adapter ("npu") checks exactly
+#: the tiling limits before the call (SPEC §1). cpu, reference, sim and npu_custom (our
+#: Ascend C kernels) refuse nothing in the grid; batch_norm_reduce_backward has no
+#: documented refusal.
 DOCUMENTED_REFUSALS: dict[str, list[Refusal]] = {
     "fused_linear_cross_entropy_loss_grad": [
-        Refusal(CANN_BUILTIN, lambda case: case.v < 128, "CANN's built-in requires V >= 128"),
-        Refusal(CANN_BUILTIN, lambda case: case.h > 65535 and case.mode == MEMORY_SAVING,
-                "CANN's built-in requires H <= 65535 in memory-saving mode"),
+        Refusal(("torch_npu", "npu"), lambda case: case.h > 65535,
+                "CANN's built-in requires H <= 65535"),
+        Refusal(("torch_npu", "npu"), lambda case: case.v < 128 and case.mode == HIGH_PERFORMANCE,
+                "CANN's built-in requires V >= 128 in high-performance mode"),
+        Refusal(("torch_npu",), lambda case: case.v < 128,
+                "CANN's API reference states V >= 128 for both modes"),
     ],
     "batch_norm_reduce_backward": [],
 }
@@ -195,19 +193,6 @@ def append_csv(path: pathlib.Path, rows: list, fields: list[str]) -> None:
             writer.writerow({"machine": MACHINE, "torch": torch.__version__, **dataclasses.asdict(row)})
 
 
-def builtin_rows_from_child() -> list[EdgeRow]:
-    """The NPU edge rows rerun without ASCEND_CUSTOM_OPP_PATH: CANN's built-in aclnn ops."""
-    env = {k: v for k, v in os.environ.items() if k != "ASCEND_CUSTOM_OPP_PATH"}
-    done = subprocess.run([sys.executable, __file__, "--grid", "edges", "--impl", "npu",
-                           "--json-rows"], capture_output=True, text=True, env=env, timeout=3600)
-    if done.returncode not in (0, 1):
-        raise RuntimeError(f"the built-in rerun failed:\n{done.stdout}\n{done.stderr}")
-    rows = [EdgeRow(**row) for row in json.loads(done.stdout.splitlines()[-1])]
-    for row in rows:
-        row.impl = "npu[builtin]"
-    return rows
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--impl", action="append", choices=ascend_ops.IMPLS,
@@ -215,9 +200,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid", choices=("samples", "edges", "all"), default="all")
     parser.add_argument("--csv", type=pathlib.Path, help="append the samples rows to this CSV file")
     parser.add_argument("--edges-csv", type=pathlib.Path, help="append the edge rows to this CSV file")
-    parser.add_argument("--compare-builtin", action="store_true",
-                        help="on NPU, also run the edge rows on CANN's built-in aclnn ops")
-    parser.add_argument("--json-rows", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     status = ascend_ops.available_impls()
@@ -235,14 +217,9 @@ def main(argv: list[str] | None = None) -> int:
             append_csv(args.csv, rows, [f.name for f in dataclasses.fields(ParityRow)])
     if args.grid in ("edges", "all"):
         edge_impls = list(impls)
-        if "npu" in impls and not args.json_rows:
+        if "npu" in impls:
             edge_impls.append("torch_npu")
         rows = edge_rows(edge_impls)
-        if args.json_rows:
-            print(json.dumps([dataclasses.asdict(r) for r in rows]))
-            return 0 if all(r.result != "FAIL" for r in rows) else 1
-        if args.compare_builtin and "npu" in impls:
-            rows += builtin_rows_from_child()
         print("\nEdge cases (V < 128, H > 65535, BT = 0):")
         print(format_edges(rows))
         passed &= all(r.result != "FAIL" for r in rows)

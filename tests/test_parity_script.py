@@ -41,19 +41,21 @@ def refuse(op, impl, inputs):
 
 
 def test_only_documented_refusals_are_accepted(parity_script, monkeypatch):
-    """CANN's built-in may refuse V < 128 and H > 65535 in memory-saving mode; any other
-    error, of any implementation, fails the row."""
+    """CANN's built-in may refuse H > 65535 and V < 128 (our adapter: in high-performance
+    mode only); any other error, of any implementation, fails the row."""
     monkeypatch.setattr(parity_script, "run", refuse)
-    rows = parity_script.edge_rows(["cpu", "sim", "reference", "torch_npu", "npu"])
+    rows = parity_script.edge_rows(["cpu", "sim", "reference", "torch_npu", "npu", "npu_custom"])
     by = {(r.impl, r.case): r for r in rows}
     for (impl, case), row in by.items():
         flce = next((c for c in parity_script.edge_flce_cases() if c.name == case), None)
-        documented = (impl in ("torch_npu", "npu") and flce is not None and
-                      (flce.v < 128 or (flce.h > 65535 and flce.mode == "memory-saving")))
+        documented = flce is not None and (
+            (impl in ("torch_npu", "npu") and flce.h > 65535)
+            or (impl == "torch_npu" and flce.v < 128)
+            or (impl == "npu" and flce.v < 128 and flce.mode == "high-performance"))
         assert row.result == ("refused" if documented else "FAIL"), (impl, case, row)
         assert "161002" in row.detail
     refused = [r for r in rows if r.result == "refused"]
-    assert refused and all(r.detail.startswith("CANN's built-in requires") for r in refused)
+    assert refused and all(r.detail.startswith("CANN's") for r in refused)
 
 
 def test_a_simulator_violation_fails_the_row(parity_script, monkeypatch):

@@ -67,10 +67,16 @@ std::tuple<at::Tensor, at::Tensor> run_flce_grad(
     max_c = as_aclnn_optional(logits_max);
     sum_c = as_aclnn_optional(sum_exp_logits);
   }
-  float smoothing = static_cast<float>(label_smoothing);  // the aclnn attribute is a float
-  run_aclnn<FlceGradPhase1>(op, op.custom ? nullptr : kFlceGradBuiltinHint, grad_c, input_c,
-                            weight_c, mask, target, smoothing, max_c, sum_c, softmax_c,
-                            input_grad, weight_grad);
+  if (op.custom) {  // the generated API: the attribute (a double) after the inputs
+    run_aclnn<FlceGradCustomPhase1>(op, nullptr, grad_c, input_c, weight_c, mask, target,
+                                    max_c, sum_c, softmax_c, label_smoothing, input_grad,
+                                    weight_grad);
+  } else {
+    float smoothing = static_cast<float>(label_smoothing);  // the built-in takes a float
+    run_aclnn<FlceGradPhase1>(op, kFlceGradBuiltinHint, grad_c, input_c, weight_c, mask,
+                              target, smoothing, max_c, sum_c, softmax_c, input_grad,
+                              weight_grad);
+  }
   return {input_grad, weight_grad};
 }
 
