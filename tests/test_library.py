@@ -169,3 +169,13 @@ def test_parity_script_writes_csv(tmp_path):
     assert lines[0].startswith("machine,torch,op,impl,dtype")
     assert len(lines) == 1 + 10  # FLCE: 2 dtypes, BN: 3, online max-sum: 2, loss: 3
     assert all(line.endswith(",True,") for line in lines[1:])
+
+
+def test_the_simulator_library_loads_when_it_is_built():
+    # A library whose structs differ from _sim.py's ctypes copies refuses to load (with
+    # the differences named), which would otherwise only show as skipped sim tests.
+    import importlib.machinery
+    from ascend_ops import _sim
+    here = pathlib.Path(_sim.__file__).parent
+    if any((here / f"_ascendc_sim{suffix}").exists() for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+        assert _sim.load_error is None, _sim.load_error

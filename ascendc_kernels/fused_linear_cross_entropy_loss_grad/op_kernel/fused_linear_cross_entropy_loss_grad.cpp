@@ -96,11 +96,13 @@ class LogitsGradKernel {
     }
     if (target_ >= static_cast<int64_t>(col0) && target_ < static_cast<int64_t>(col0 + cols)) {
       const uint32_t at = static_cast<uint32_t>(target_ - static_cast<int64_t>(col0));
-      SetFlag<HardEvent::V_S>(0);
-      WaitFlag<HardEvent::V_S>(0);
+      const TEventID vToS = pipe_.FetchEventID(HardEvent::V_S);  // event IDs come from the pipe
+      SetFlag<HardEvent::V_S>(vToS);
+      WaitFlag<HardEvent::V_S>(vToS);
       p.SetValue(at, p.GetValue(at) - 1.0f);
-      SetFlag<HardEvent::S_V>(0);
-      WaitFlag<HardEvent::S_V>(0);
+      const TEventID sToV = pipe_.FetchEventID(HardEvent::S_V);
+      SetFlag<HardEvent::S_V>(sToV);
+      WaitFlag<HardEvent::S_V>(sToV);
     }
     Muls(p, p, grad_, cols);
     LocalTensor<TOut> g = outQue_.AllocTensor<TOut>();

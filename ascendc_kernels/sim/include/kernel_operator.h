@@ -18,7 +18,6 @@
   StructType var;                                            \
   std::memcpy(&var, (tiling), sizeof(StructType))
 #define TILING_KEY_IS(key) (sim::CurrentTilingKey() == static_cast<uint64_t>(key))
-#define KERNEL_TASK_TYPE_DEFAULT(type)
 
 // CANN's CPU debug launcher: run `kernel(args...)` on blockDim blocks, each in a thread.
 #define ICPU_RUN_KF(kernel, blockDim, ...) \
@@ -29,13 +28,14 @@ namespace sim {
 struct LaunchArgs {
   uint64_t tiling_key = 0;
   std::vector<GmRegion> regions;
+  SocSpec platform = Soc910B();  // the platform the host tiled for (core count included)
 };
 LaunchArgs& NextLaunch();  // what the host sets before ICPU_RUN_KF
 
 inline LaunchCounters RunKernel(const char* name, uint32_t block_dim, const std::function<void()>& body) {
   LaunchArgs args = NextLaunch();
   NextLaunch() = LaunchArgs{};
-  return RunBlocks(name, block_dim, args.tiling_key, args.regions, body);
+  return RunBlocks(name, block_dim, args.tiling_key, args.regions, body, args.platform);
 }
 
 }  // namespace sim

@@ -11,20 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "../../common/platform.h"
+#include "sim_pipes.h"
+
 namespace sim {
 
-// Hardware facts the kernels and tilings are written against (never literals in code).
-struct SocSpec {
-  const char* name;
-  uint32_t ub_bytes;          // Unified Buffer per vector core
-  uint32_t block_bytes;       // DataCopy granule
-  uint32_t repeat_bytes;      // one vector instruction repeat
-  uint32_t ai_cores;          // cube cores
-  uint32_t vector_cores;      // 2 per AI core on A2/A3
-  double hbm_bytes_per_s;     // modelling assumptions for the report
-  double cube_fp16_flops;
-  double vector_clock_hz;     // one repeat per cycle per vector core
-};
+// Hardware facts: the one description in common/platform.h, shared with the tilings.
+using SocSpec = ascend_ops_kernels::PlatformFacts;
 
 const SocSpec& Soc910B();
 
@@ -72,7 +65,9 @@ struct BlockContext {
   uint64_t ub_used = 0;     // bytes handed out by TPipe::InitBuffer
   BlockCounters counters;
   std::string deferred_error;  // found in a destructor, raised when the kernel returns
-  int64_t flags[16][8] = {};   // SetFlag minus WaitFlag per (HardEvent, event id)
+  PipeState pipes;            // flags, event IDs, per-pipe progress, UB shadow (sim_pipes.h)
+  int32_t kernel_type = -1;   // KERNEL_TASK_TYPE_DEFAULT, -1 when the kernel declares none
+  void* tpipe = nullptr;      // the block's TPipe (GetTPipePtr), null before one is built
 };
 
 BlockContext& Ctx();
@@ -107,7 +102,7 @@ struct Launch {
   std::string kernel;
   uint32_t block_dim;
   uint64_t tiling_key;
-  const SocSpec* soc;
+  const SocSpec* soc;  // the platform the launch runs on (the tiling's, core count included)
   std::vector<GmRegion> regions;
   // SyncAll: a generation barrier that a failing block can break.
   std::mutex mutex;
