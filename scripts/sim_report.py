@@ -7,9 +7,10 @@ output written once), the UB high-water mark, and a roofline time:
 
     time = max(GM bytes / HBM bandwidth, cube FLOPs / cube peak, busiest core's vector repeats / clock)
 
-Assumptions (not measurements): HBM 1.6 TB/s, cube 313 TFLOP/s fp16/bf16, one 256-byte
-vector repeat per cycle at 1.85 GHz per vector core, 48 vector cores. Launch overheads,
-DMA efficiency and pipeline stalls are not modelled: read it as a lower bound.
+Assumptions (not measurements; ascendc_kernels/common/platform.h): HBM 1.6 TB/s, cube
+313 TFLOP/s fp16/bf16, one 256-byte vector repeat per cycle at 1.85 GHz per vector core,
+48 vector cores. Launch overheads, DMA efficiency and pipeline stalls are not modelled:
+read it as a lower bound.
 
     python scripts/sim_report.py            # markdown table
     python scripts/sim_report.py --csv out.csv
@@ -28,9 +29,12 @@ import torch
 from ascend_ops import _sim, testing
 from ascend_ops.testing import BnCase, FlceCase
 
-HBM_BYTES_PER_S = 1.6e12
-CUBE_FLOPS = 313e12
-VECTOR_REPEATS_PER_S = 1.85e9
+# The modelling facts come from the one platform description (ascendc_kernels/common/
+# platform.h, read through the simulator library), the one the tilings and the simulator use.
+_A2 = _sim.platform_910b() if _sim.load_error is None else None
+HBM_BYTES_PER_S = _A2.hbmBytesPerS if _A2 else float("nan")
+CUBE_FLOPS = _A2.cubeFlopsPerS if _A2 else float("nan")
+VECTOR_REPEATS_PER_S = _A2.vectorClockHz if _A2 else float("nan")
 
 
 @dataclass

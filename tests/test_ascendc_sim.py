@@ -44,6 +44,7 @@ RULES = {
     "double_scalar_on_float_tensor": (21, "Muls", "scalarValue is double on a float tensor"),
     "partially_overlapping_operands": (22, "Muls", "partially overlap"),
     "reduce_sum_scratch_too_small": (23, "ReduceSum", "holds 4 elements; ReduceSum of 64 needs at least 8"),
+    "event_id_allocated_and_never_released": (24, "kernel end", "AllocEventID without ReleaseEventID (HardEvent::V_S)"),
 }
 
 

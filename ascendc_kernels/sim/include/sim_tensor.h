@@ -351,7 +351,8 @@ class TPipe {
     for (int e = 0; e < sim::kHardEvents; ++e)
       if (c.pipes.allocated[e]) {
         sim::CallScope scope("kernel end");
-        sim::Defer("AllocEventID without ReleaseEventID (HardEvent " + std::to_string(e) + ")");
+        sim::Defer(std::string("AllocEventID without ReleaseEventID (HardEvent::") +
+                   sim::PipesOf(static_cast<HardEvent>(e)).name + ")");
         return;
       }
   }

@@ -38,6 +38,7 @@ enum Bug : int32_t {
   kDoubleScalar,       // Muls of a float tensor by a double
   kPartialOverlap,     // Muls with dst 32 bytes into its source
   kReduceSumScratch,   // ReduceSum of 64 floats with a 4-element sharedTmpBuffer (needs 8)
+  kAllocWithoutRelease,  // AllocEventID with no ReleaseEventID before the kernel ends
 };
 
 constexpr uint32_t kElems = 64;
@@ -128,7 +129,12 @@ class ScaleKernel {
       DataCopy(yGm_, t, kElems);
       return;
     }
-    if (bug_ != kTbufNoVS) Sync<HardEvent::V_S>();
+    if (bug_ != kTbufNoVS) {  // an allocated event ID this time, released after use
+      const TEventID id = GetTPipePtr()->AllocEventID<HardEvent::V_S>();
+      SetFlag<HardEvent::V_S>(id);
+      WaitFlag<HardEvent::V_S>(id);
+      if (bug_ != kAllocWithoutRelease) GetTPipePtr()->ReleaseEventID<HardEvent::V_S>(id);
+    }
     t.SetValue(0, t.GetValue(0) + 0.0f);
     if (bug_ != kTbufNoSMte3) Sync<HardEvent::S_MTE3>();
     DataCopy(yGm_, t, kElems);
