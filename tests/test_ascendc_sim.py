@@ -79,11 +79,13 @@ def test_syncall_without_the_mix_kernel_type_is_rejected():
 
 
 def test_syncall_with_more_blocks_than_cores_is_rejected():
-    # 49 blocks on the 48 vector cores of a 910B: the 49th would run in a second round
+    # One block more than the 910B's vector cores (48): it would run in a second round
     # while the first waits in SyncAll for it.
-    error, _ = _sim.run_selftest_syncall(49)
+    cores = _sim.platform_910b().vectorCores
+    assert _sim.run_selftest_syncall(cores)[0] is None
+    error, _ = _sim.run_selftest_syncall(cores + 1)
     assert error is not None and ", SyncAll: " in error, error
-    assert "SyncAll with blockDim 49 > the 48 vector cores" in error
+    assert f"SyncAll with blockDim {cores + 1} > the {cores} vector cores" in error
 
 
 def test_cast_to_half_saturates_like_the_hardware():
@@ -182,7 +184,7 @@ def test_batch_norm_traffic_is_near_the_minimum(shape):
     elements = inputs["input"].numel()
     minimum = 2 * elements * 4 + 2 * c * 4 + 4 * c * 4  # read dy, x, mean, invstd; write 4 sums
     assert minimum <= counters.gm_read_bytes + counters.gm_write_bytes <= 1.2 * minimum
-    assert counters.ub_high_water <= 192 * 1024
+    assert counters.ub_high_water <= _sim.platform_910b().ubBytes
 
 
 def _flce_sim(inputs, **options):
@@ -232,7 +234,8 @@ def test_flce_gemm_operands_are_read_as_often_as_the_tiling_says():
 def test_batch_norm_kernel_fills_the_ub_it_is_given():
     inputs = testing.bn_inputs(BnCase((4, 2, 50_000), seed=1))
     _bn_sim(inputs, 0)
-    assert 0.9 * 192 * 1024 < _sim.last_counters().ub_high_water <= 192 * 1024
+    ub = _sim.platform_910b().ubBytes
+    assert 0.9 * ub < _sim.last_counters().ub_high_water <= ub
 
 
 def test_sim_is_listed_and_chosen_only_on_request():

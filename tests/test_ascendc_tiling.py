@@ -97,11 +97,13 @@ def test_bn_core_count_comes_from_the_platform():
     assert t.block_dim <= 8 and t.data.segments == 3
 
 
-def test_bn_empty_input_still_writes_every_channel():
-    t = bn_tiling(0, 6, 10)
+@pytest.mark.parametrize("n,s", [(0, 10), (4, 0)])
+def test_bn_empty_input_still_writes_every_channel(n, s):
+    t = bn_tiling(n, 6, s)
     d = t.data
     assert d.rowTiles == 0 and d.segments == 1 and t.error == b""
     assert d.tasks == d.channelBlocks and d.channelBlocks * d.channelsPerTile >= 6
+    assert t.block_dim >= 1  # the TilingFunc never calls SetBlockDim(0)
 
 
 def test_bn_tiling_keys_and_rejections():
