@@ -45,6 +45,7 @@ RULES = {
     "partially_overlapping_operands": (22, "Muls", "partially overlap"),
     "reduce_sum_scratch_too_small": (23, "ReduceSum", "holds 4 elements; ReduceSum of 64 needs at least 8"),
     "event_id_allocated_and_never_released": (24, "kernel end", "AllocEventID without ReleaseEventID (HardEvent::V_S)"),
+    "fetched_event_id_reused": (25, "SetFlag", "eventID 0 of HardEvent::V_S was not taken from the pipe"),
 }
 
 

@@ -91,10 +91,16 @@ void SetFlag(int32_t eventID) {
   sim::PipeState& ps = sim::Ctx().pipes;
   const int ev = static_cast<int>(event);
   // With a TPipe, the framework's queues use event IDs too: a hard-coded ID may collide.
-  if (sim::Ctx().tpipe != nullptr && !(((ps.allocated[ev] | ps.fetched[ev]) >> eventID) & 1u))
-    sim::Fail("eventID " + std::to_string(eventID) + " of HardEvent::" + e.name +
-              " was not taken from the pipe: in TPipe/TQue kernels event IDs come from "
-              "GetTPipePtr()->FetchEventID or AllocEventID (a hard-coded ID can clash with the queues' IDs)");
+  // An ID is the pipe's while AllocEventID holds it; a FetchEventID answer covers the one
+  // SetFlag that follows it (the ID was free then, not necessarily later).
+  if (sim::Ctx().tpipe != nullptr && !((ps.allocated[ev] >> eventID) & 1u)) {
+    if (!((ps.fetched[ev] >> eventID) & 1u))
+      sim::Fail("eventID " + std::to_string(eventID) + " of HardEvent::" + e.name +
+                " was not taken from the pipe: in TPipe/TQue kernels event IDs come from "
+                "GetTPipePtr()->FetchEventID or AllocEventID, right before use (a hard-coded or "
+                "stale ID can clash with the queues' IDs)");
+    ps.fetched[ev] = static_cast<uint8_t>(ps.fetched[ev] & ~(1u << eventID));
+  }
   ps.flags[ev][eventID].push_back(sim::PipeView(e.src));
 }
 

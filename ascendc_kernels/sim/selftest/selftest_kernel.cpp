@@ -39,6 +39,7 @@ enum Bug : int32_t {
   kPartialOverlap,     // Muls with dst 32 bytes into its source
   kReduceSumScratch,   // ReduceSum of 64 floats with a 4-element sharedTmpBuffer (needs 8)
   kAllocWithoutRelease,  // AllocEventID with no ReleaseEventID before the kernel ends
+  kStaleFetchedId,     // one FetchEventID answer used for two SetFlags
 };
 
 constexpr uint32_t kElems = 64;
@@ -101,6 +102,13 @@ class ScaleKernel {
     if (bug_ == kDoubleScalar) Muls(out, ready, 2.0, kElems);
     if (bug_ == kPartialOverlap) Muls(out[8], out, 2.0f, 16);
     if (bug_ == kReduceSumScratch) ReduceSum(out, ready, extra_.Get<float>(4), kElems);
+    if (bug_ == kStaleFetchedId) {
+      const TEventID id = GetTPipePtr()->FetchEventID(HardEvent::V_S);
+      for (int i = 0; i < 2; ++i) {
+        SetFlag<HardEvent::V_S>(id);
+        WaitFlag<HardEvent::V_S>(id);
+      }
+    }
     if (bug_ == kHardCodedEventId) {
       SetFlag<HardEvent::V_S>(0);
       WaitFlag<HardEvent::V_S>(0);
