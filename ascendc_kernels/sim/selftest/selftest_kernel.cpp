@@ -14,7 +14,7 @@ namespace {
 
 enum Bug : int32_t {
   kNone = 0,
-  kUbOverflow,         // InitBuffer beyond the core's 192 KiB
+  kUbOverflow,         // InitBuffer of the whole UB on top of the queues
   kUnalignedCopy,      // DataCopy of 7 floats (28 bytes)
   kQueueDepth,         // a third AllocTensor from a queue with two buffers
   kReadBeforeDeque,    // vector op on a VECIN tensor that was never EnQue'd/DeQue'd
@@ -53,7 +53,7 @@ class ScaleKernel {
     yGm_.SetGlobalBuffer((__gm__ float*)y + block * kElems, kElems);
     pipe_.InitBuffer(inQue_, 2, kElems * sizeof(float));
     pipe_.InitBuffer(outQue_, 2, kElems * sizeof(float));
-    if (bug_ == kUbOverflow) pipe_.InitBuffer(extra_, 192 * 1024);
+    if (bug_ == kUbOverflow) pipe_.InitBuffer(extra_, ascend_ops_kernels::kAscend910B.ubBytes);
     if (bug_ == kEnQueFull) pipe_.InitBuffer(shallowQue_, 2, kElems * sizeof(float));
     if (bug_ == kWideningRound || bug_ == kBf16Arithmetic || bug_ == kReduceSumScratch)
       pipe_.InitBuffer(extra_, kElems * sizeof(float));
