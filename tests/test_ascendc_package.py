@@ -180,3 +180,14 @@ def test_build_sh_makes_one_package_for_a2_and_a3_named_ascend_ops():
     assert 'generated="ascend_ops_$op"' in script  # msopgen's names for the op type AscendOps<Op>
     for op_type, directory in OPS.items():
         assert snake(op_type) == f"ascend_ops_{directory}"
+
+
+@pytest.mark.parametrize("source", sorted(KERNELS.glob("*/op_kernel/*.cpp")), ids=lambda p: p.name)
+def test_kernels_take_event_ids_from_the_pipe_and_declare_a_mix_type_for_syncall(source):
+    # The simulator rejects both at run time on the paths the tests execute; this covers
+    # every path of the source.
+    text = source.read_text()
+    literal = re.findall(r"(?:Set|Wait)Flag<HardEvent::\w+>\(\s*\d+\s*\)", text)
+    assert not literal, f"hard-coded event IDs: {literal}"
+    if re.search(r"\bSyncAll\s*(<[^>]*>)?\s*\(", text):
+        assert re.search(r"KERNEL_TASK_TYPE_DEFAULT\(KERNEL_TYPE_MIX_\w+\)", text)
