@@ -14,7 +14,6 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 namespace sim {
@@ -35,7 +34,7 @@ constexpr int kEventIds = 8;  // A2/A3: event IDs 0..7 per HardEvent
 
 struct PipeState {
   PipeClock seen[kPipeCount] = {};                   // seen[p][q]: accesses of q that p is ordered after
-  std::deque<PipeClock> flags[kHardEvents][kEventIds];  // views sent by SetFlag, not yet waited for
+  std::vector<PipeClock> flags[kHardEvents][kEventIds];  // views sent by SetFlag, not yet waited for (FIFO)
   uint8_t allocated[kHardEvents] = {};               // AllocEventID bitmask
   uint8_t fetched[kHardEvents] = {};                 // FetchEventID answers not yet used by a SetFlag
   std::vector<UbBlockShadow> ub;                     // one entry per 32-byte UB block

@@ -111,7 +111,7 @@ void WaitFlag(int32_t eventID) {
   auto& sent = sim::Ctx().pipes.flags[static_cast<int>(event)][eventID];
   if (sent.empty()) sim::Fail("WaitFlag with no matching SetFlag: the core would wait forever");
   sim::PipeMerge(sim::PipesOf(event).dst, sent.front());
-  sent.pop_front();
+  sent.erase(sent.begin());
 }
 
 template <pipe_t pipe>
