@@ -150,16 +150,26 @@ def test_flce_matmul_tilings_fit_the_cube_buffers(h):
     mms = (d.logitsMm, d.inputGradMm, d.weightGradMm)
     for mm in mms:
         assert mm.baseM % 16 == 0 and mm.baseN % 16 == 0 and (mm.baseK * 2) % 32 == 0
-        assert mm.baseM * mm.baseK * 2 * mm.dbL0A <= 64 * 1024  # L0A
-        assert mm.baseN * mm.baseK * 2 * mm.dbL0B <= 64 * 1024  # L0B
-        assert mm.baseM * mm.baseN * 4 * mm.dbL0C <= 128 * 1024  # L0C, fp32
-    assert sum(_l1_bytes(mm) for mm in mms) <= 512 * 1024  # all three live in L1 together
+        assert mm.baseM * mm.baseK * 2 * mm.dbL0A <= A2.l0aBytes
+        assert mm.baseN * mm.baseK * 2 * mm.dbL0B <= A2.l0bBytes
+        assert mm.baseM * mm.baseN * 4 * mm.dbL0C <= A2.l0cBytes  # fp32
+    assert sum(_l1_bytes(mm) for mm in mms) <= A2.l1Bytes  # all three live in L1 together
     assert (d.logitsMm.singleCoreM, d.logitsMm.singleCoreN, d.logitsMm.singleCoreK) == (128, 256, h)
     assert (d.inputGradMm.singleCoreM, d.inputGradMm.singleCoreN, d.inputGradMm.singleCoreK) == (128, h, 256)
     assert (d.weightGradMm.singleCoreM, d.weightGradMm.singleCoreN, d.weightGradMm.singleCoreK) == (256, h, 128)
     # G stays in L1 across the N blocks of G·w and Gᵀ·x: depthA1 x baseK covers K.
     assert d.inputGradMm.depthA1 * d.inputGradMm.baseK >= 256
     assert d.weightGradMm.depthA1 * d.weightGradMm.baseK >= 128
+
+
+@pytest.mark.parametrize("buffer,needed", [("l0aBytes", "L0A"), ("l0bBytes", "L0B"), ("l0cBytes", "L0C"),
+                                           ("l1Bytes", "L1")])
+def test_flce_tiling_refuses_a_platform_whose_cube_buffers_are_too_small(buffer, needed):
+    # The capacities come from the platform description, not from constants in the tiling.
+    platform = _sim.platform_910b()
+    setattr(platform, buffer, getattr(platform, buffer) // 4)
+    t = flce_tiling(1000, 64, 5000, platform=platform)
+    assert f"bytes of {needed}, the platform has {getattr(platform, buffer)}" in t.error.decode(), t.error
 
 
 def test_flce_vector_tiles_fit_ub():

@@ -53,6 +53,16 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   platform.ubBytes = static_cast<uint32_t>(ub);
   platform.vectorCores = ascendc.GetCoreNumAiv();
   platform.aiCores = ascendc.GetCoreNumAic();
+  // The cube buffers the tiling checks its Matmul tilings against, as the chip reports them.
+  uint64_t l1 = 0, l0a = 0, l0b = 0, l0c = 0;
+  ascendc.GetCoreMemSize(platform_ascendc::CoreMemType::L1, l1);
+  ascendc.GetCoreMemSize(platform_ascendc::CoreMemType::L0_A, l0a);
+  ascendc.GetCoreMemSize(platform_ascendc::CoreMemType::L0_B, l0b);
+  ascendc.GetCoreMemSize(platform_ascendc::CoreMemType::L0_C, l0c);
+  platform.l1Bytes = static_cast<uint32_t>(l1);
+  platform.l0aBytes = static_cast<uint32_t>(l0a);
+  platform.l0bBytes = static_cast<uint32_t>(l0b);
+  platform.l0cBytes = static_cast<uint32_t>(l0c);
 
   // The plain C++ tiling (fused_linear_cross_entropy_loss_grad_tiling.h), the one the
   // simulator runs: the POD tiling data, the tiling key, the cube cores to launch (the
