@@ -235,6 +235,17 @@ def test_mix_selftest_kernel_runs_clean_without_a_bug():
     assert torch.allclose(y.double(), expected.expand(3, 32, 32), rtol=1e-6, atol=1e-5)
 
 
+def test_syncall_in_a_mix_launch_counts_two_vector_cores_per_ai_core():
+    # A MIX 1:2 launch's blockDim counts AI cores: SyncAll<true> waits for 2 x blockDim
+    # AIVs, so 24 AI cores fill the 910B's 48 vector cores and 25 would hang.
+    ai_cores = _sim.platform_910b().aiCores
+    error, y, (a, b) = _sim.run_selftest_mix(28, blocks=ai_cores)
+    assert error is None, error
+    error, _, _ = _sim.run_selftest_mix(28, blocks=ai_cores + 1)
+    assert error is not None and ", SyncAll: " in error, error
+    assert f"SyncAll with blockDim {ai_cores + 1} ({2 * ai_cores + 2} vector cores) > the {2 * ai_cores} vector" in error
+
+
 @pytest.mark.parametrize("rule", list(MIX_RULES))
 def test_each_mix_rule_stops_the_wrong_kernel(rule):
     bug, core, call, words = MIX_RULES[rule]

@@ -42,6 +42,7 @@ enum MixBug : int32_t {
   kOperandBeyondTensor,  // A's GlobalTensor holds 16 of the 32 rows the shape reads
   kGetCWithoutIterate,   // GetTensorC before any Iterate
   kCubeWaitUnpaired,     // WaitFlag<HardEvent::FIX_M> on the AIC with no SetFlag before it
+  kAivSyncAll,           // every AIV calls SyncAll at the end: fine up to 24 AI cores (48 AIVs), a hang beyond
 };
 
 constexpr int32_t kN = 32;  // M = N = K
@@ -168,6 +169,7 @@ extern "C" __global__ __aicore__ void selftest_mix(GM_ADDR a, GM_ADDR b, GM_ADDR
       REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
     }
     Vector(user, y, bug);
+    if (requested == kAivSyncAll) SyncAll();  // all AIVs of the launch: 2 per AI core
   }
 }
 
