@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Builds the Ascend C kernels.
 #
-#   ASCEND_HOME_PATH set (CANN installed, e.g. `source /usr/local/Ascend/ascend-toolkit/set_env.sh`):
-#     for each op, msopgen generates a custom-operator project from <op>/<op>.json for
-#     Atlas A2 (ascend910b; add ai_core-ascend910_93 for A3), our op_host/ and op_kernel/
-#     sources replace the generated ones (plus common/platform.h), and the project's own
-#     build.sh makes the custom_opp_*.run package; install it with `./custom_opp_*.run`
-#     and the aclnn two-phase API of each op is generated into the package.
+#   ASCEND_HOME_PATH set (CANN >= 8.0.RC3 installed, e.g.
+#   `source /usr/local/Ascend/ascend-toolkit/set_env.sh`): ONE msopgen custom-operator
+#     project from ascend_ops.json holding both ops (AscendOpsFusedLinearCrossEntropyLossGrad,
+#     AscendOpsBatchNormReduceBackward), vendor name `ascend_ops`, compute units
+#     ascend910b (Atlas A2) and ascend910_93 (Atlas A3). Our op_host/ and op_kernel/
+#     sources replace the generated ones under msopgen's names (ascend_ops_<op>.cpp), the
+#     project's own build.sh makes build/cann/ascend_ops/build_out/custom_opp_*.run.
+#     Install:  ./custom_opp_<os>_<arch>.run --install-path=<dir>
+#       -> <dir>/vendors/ascend_ops/ (op_api/lib/libcust_opapi.so, bin/set_env.bash)
+#     then `source <dir>/vendors/ascend_ops/bin/set_env.bash` and use impl="npu_custom".
 #     This path has never been run: no machine this project is developed on has CANN.
 #
 #   otherwise: the simulator build — the same kernel sources compiled with g++ against
@@ -15,23 +19,40 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 out="$here/build"
+vendor=ascend_ops
+compute_units="ascend910b;ascend910_93"
+ops=(batch_norm_reduce_backward fused_linear_cross_entropy_loss_grad)
 mkdir -p "$out"
 
 if [[ -n "${ASCEND_HOME_PATH:-}" ]]; then
-  for op in batch_norm_reduce_backward fused_linear_cross_entropy_loss_grad; do
-    project="$out/cann/$op"
-    rm -rf "$project"
-    "$ASCEND_HOME_PATH/python/site-packages/bin/msopgen" gen -i "$here/$op/$op.json" \
-      -c ai_core-ascend910b -lan cpp -out "$project"
-    cp "$here/$op/op_host/"* "$project/op_host/"
-    cp "$here/$op/op_kernel/"* "$project/op_kernel/"
-    # The tilings include ../../common/platform.h, relative to <project>/op_host.
-    mkdir -p "$out/cann/common" && cp "$here/common/platform.h" "$out/cann/common/"
-    # msopgen names the host source op_host/<op>.cpp; ours is <op>_def.cpp.
-    mv "$project/op_host/${op}_def.cpp" "$project/op_host/$op.cpp"
-    (cd "$project" && bash build.sh)
-    echo "package: $(ls "$project"/build_out/custom_opp_*.run)"
+  project="$out/cann/$vendor"
+  rm -rf "$project"
+  "$ASCEND_HOME_PATH/python/site-packages/bin/msopgen" gen -i "$here/ascend_ops.json" \
+    -c ai_core-ascend910b -lan cpp -out "$project"
+  # msopgen writes one compute unit and the default vendor name into CMakePresets.json:
+  # one package for A2 and A3, installed under vendors/ascend_ops (not "customize", so it
+  # never overwrites another package's libcust_opapi.so).
+  python3 - "$project/CMakePresets.json" "$vendor" "$compute_units" <<'PY'
+import json, sys
+path, vendor, units = sys.argv[1:]
+presets = json.load(open(path))
+variables = presets["configurePresets"][0]["cacheVariables"]
+variables["vendor_name"]["value"] = vendor
+variables["ASCEND_COMPUTE_UNIT"]["value"] = units
+json.dump(presets, open(path, "w"), indent=4)
+PY
+  for op in "${ops[@]}"; do
+    generated="ascend_ops_$op"  # msopgen's file and kernel names: the op type in snake case
+    rm -f "$project/op_host/$generated"*.h "$project/op_host/$generated.cpp" "$project/op_kernel/$generated.cpp"
+    cp "$here/$op/op_host/${op}_def.cpp" "$project/op_host/$generated.cpp"
+    cp "$here/$op/op_host/${op}_tiling.h" "$project/op_host/"
+    cp "$here/$op/op_kernel/$op.cpp" "$project/op_kernel/$generated.cpp"
+    cp "$here/$op/op_kernel/${op}_tiling_data.h" "$project/op_kernel/"
   done
+  # The tilings include ../../common/platform.h, relative to <project>/op_host.
+  mkdir -p "$out/cann/common" && cp "$here/common/platform.h" "$out/cann/common/"
+  (cd "$project" && bash build.sh)
+  echo "package: $(ls "$project"/build_out/custom_opp_*.run)"
 else
   echo "ASCEND_HOME_PATH not set: building the kernels against the CPU simulator"
   sources=("$here"/sim/src/*.cpp "$here"/sim/host/*.cpp "$here"/sim/selftest/*.cpp "$here"/*/op_kernel/*.cpp)

@@ -19,9 +19,12 @@ does not fit, every access is counted as HBM (no reuse: a pessimistic bound).
                busiest vector core's 256-byte repeats / 1.85 GHz)
 
 cube % and vec % are the chip's utilisation at that time (all 24 cube cores at 313
-TFLOP/s fp16/bf16; all 48 vector cores at one repeat per cycle). Assumptions, not
-measurements: launch overhead, DMA efficiency, pipeline stalls and the overlap of the
-stages are not modelled (the max assumes perfect overlap): read it as a lower bound.
+TFLOP/s fp16/bf16; all 48 vector cores at one repeat per cycle). Every figure here (L2
+size and bandwidth, HBM bandwidth, peak, clock, core counts) is read from the one
+platform description, ascendc_kernels/common/platform.h, through the simulator library.
+Assumptions, not measurements: launch overhead, DMA efficiency, pipeline stalls and the
+overlap of the stages are not modelled (the max assumes perfect overlap): read it as a
+lower bound.
 
     python scripts/sim_report.py            # markdown table
     python scripts/sim_report.py --csv out.csv
@@ -40,13 +43,16 @@ import torch
 from ascend_ops import _sim, testing
 from ascend_ops.testing import BnCase, FlceCase
 
-HBM_BYTES_PER_S = 1.6e12
-L2_BYTES_PER_S = 7e12  # the docs: L2 read/write mixed about 7 TB/s
-L2_BYTES = 192 * 1024 * 1024
-CUBE_FLOPS = 313e12
-CUBE_CORES = 24
-VECTOR_CORES = 48
-VECTOR_REPEATS_PER_S = 1.85e9
+# The modelling facts come from the one platform description (ascendc_kernels/common/
+# platform.h, read through the simulator library), the one the tilings and the simulator use.
+_A2 = _sim.platform_910b() if _sim.load_error is None else None
+HBM_BYTES_PER_S = _A2.hbmBytesPerS if _A2 else float("nan")
+L2_BYTES_PER_S = _A2.l2BytesPerS if _A2 else float("nan")
+L2_BYTES = _A2.l2Bytes if _A2 else 0
+CUBE_FLOPS = _A2.cubeFlopsPerS if _A2 else float("nan")
+CUBE_CORES = _A2.aiCores if _A2 else 0
+VECTOR_CORES = _A2.vectorCores if _A2 else 0
+VECTOR_REPEATS_PER_S = _A2.vectorClockHz if _A2 else float("nan")
 
 
 @dataclass

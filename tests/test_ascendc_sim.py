@@ -30,6 +30,22 @@ RULES = {
     "enqueue_on_full_queue": (12, "TQue::EnQue", "beyond its depth 1"),
     "padding_over_32_bytes": (13, "DataCopyPad(GM->UB)", "may not exceed 32 bytes"),
     "widening_cast_with_round_mode": (14, "Cast", "use CAST_NONE"),
+    # A TBuf (no queue) handed between pipes without the flag the hand-over needs.
+    "tbuf_missing_mte2_to_v": (15, "Muls", "the vector pipe reads UB bytes [1024, 1056) that MTE2 (copy-in) wrote, "
+                                          "with no MTE2 -> V synchronisation"),
+    "tbuf_missing_v_to_s": (16, "LocalTensor::GetValue", "the scalar unit reads UB bytes [1024, 1056) that the vector "
+                                                         "pipe wrote, with no V -> S synchronisation"),
+    "tbuf_missing_s_to_mte3": (17, "DataCopy(UB->GM)", "MTE3 (copy-out) reads UB bytes [1024, 1056) that the scalar "
+                                                       "unit wrote, with no S -> MTE3 synchronisation"),
+    "tbuf_missing_v_to_mte3": (18, "DataCopy(UB->GM)", "MTE3 (copy-out) reads UB bytes [1024, 1056) that the vector "
+                                                       "pipe wrote, with no V -> MTE3 synchronisation"),
+    "hard_coded_event_id": (19, "SetFlag", "eventID 0 of HardEvent::V_S was not taken from the pipe"),
+    "bf16_arithmetic": (20, "Muls", "bfloat16_t operands: this instruction takes half or float"),
+    "double_scalar_on_float_tensor": (21, "Muls", "scalarValue is double on a float tensor"),
+    "partially_overlapping_operands": (22, "Muls", "partially overlap"),
+    "reduce_sum_scratch_too_small": (23, "ReduceSum", "holds 4 elements; ReduceSum of 64 needs at least 8"),
+    "event_id_allocated_and_never_released": (24, "kernel end", "AllocEventID without ReleaseEventID (HardEvent::V_S)"),
+    "fetched_event_id_reused": (25, "SetFlag", "eventID 0 of HardEvent::V_S was not taken from the pipe"),
 }
 
 
@@ -50,11 +66,36 @@ def test_each_rule_stops_the_wrong_kernel(rule):
     assert words in error, error
 
 
-def test_syncall_is_a_barrier_across_block_threads():
-    blocks = 16
+@pytest.mark.parametrize("blocks", [16, 48])
+def test_syncall_is_a_barrier_across_block_threads(blocks):
     error, seen = _sim.run_selftest_syncall(blocks)
     assert error is None
     assert seen.tolist() == [(b + 1) % blocks + 1 for b in range(blocks)]
+
+
+def test_syncall_without_the_mix_kernel_type_is_rejected():
+    error, _ = _sim.run_selftest_syncall(4, kernel_type=False)
+    assert error is not None and ", SyncAll: " in error, error
+    assert "must declare KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0)" in error
+
+
+def test_syncall_with_more_blocks_than_cores_is_rejected():
+    # One block more than the 910B's vector cores (48): it would run in a second round
+    # while the first waits in SyncAll for it.
+    cores = _sim.platform_910b().vectorCores
+    assert _sim.run_selftest_syncall(cores)[0] is None
+    error, _ = _sim.run_selftest_syncall(cores + 1)
+    assert error is not None and ", SyncAll: " in error, error
+    assert f"SyncAll with blockDim {cores + 1} > the {cores} vector cores" in error
+
+
+def test_cast_to_half_saturates_like_the_hardware():
+    x = torch.tensor([1e5, -1e5, 65504.0, 65520.0, 3e38, float("inf"), float("-inf"), 1.0] + [0.5] * 8)
+    y = _sim.run_selftest_cast(x)
+    # Finite values beyond float16's range become +-65504 (the hardware's default
+    # saturation), not inf; inf stays inf; everything else rounds to nearest even.
+    expected = [65504.0, -65504.0, 65504.0, 65504.0, 65504.0, float("inf"), float("-inf"), 1.0] + [0.5] * 8
+    assert y.float().tolist() == expected
 
 
 def test_a_block_that_skips_syncall_is_caught_instead_of_hanging():
@@ -90,6 +131,35 @@ def test_batch_norm_kernel_split_channels_in_half_dtypes(dtype, mean_dtype):
     assert_matches(ours, testing.bn_oracle(inputs), testing.bn_naive(inputs))
 
 
+HALF_AND_FLOAT = [torch.float32, torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("stat_dtype", HALF_AND_FLOAT)
+@pytest.mark.parametrize("dtype", HALF_AND_FLOAT)
+def test_batch_norm_kernel_reads_statistics_in_their_own_dtype(dtype, stat_dtype):
+    # mean/invstd reach the kernel as float32, float16 or bfloat16 (no host cast); the sums
+    # are float16 exactly when input and mean are float16. 300 channels on 48 cores and
+    # 3 channels split over cores both read the statistics.
+    for shape in [(6, 300, 7), (40, 3, 500)]:
+        inputs = testing.bn_inputs(BnCase(shape, dtype, stat_dtype, mean_offset=3.0, seed=11))
+        ours = _bn_sim(inputs, 48)
+        expected_dtype = torch.float16 if (dtype, stat_dtype) == (torch.float16, torch.float16) else torch.float32
+        assert all(o.dtype == expected_dtype for o in ours)
+        assert_matches(ours, testing.bn_oracle(inputs), testing.bn_naive(inputs), f"{shape} {dtype} {stat_dtype}")
+
+
+@pytest.mark.parametrize("flags", [(False, False, True), (False, True, False), (True, False, False)])
+def test_batch_norm_kernel_leaves_outputs_not_asked_for_alone(flags):
+    # Outputs not asked for are null: the launch registers no GM for them, so any write
+    # there would stop it; the others are right.
+    inputs = testing.bn_inputs(BnCase((8, 5, 40), seed=12))
+    inputs.update(input_g=flags[0], weight_g=flags[1], bias_g=flags[2])
+    ours = _bn_sim(inputs, 48)
+    wanted = (flags[0], flags[0], flags[1], flags[2])
+    assert [o is not None for o in ours] == list(wanted)
+    assert_matches(ours, testing.bn_oracle(inputs))
+
+
 def test_batch_norm_kernel_large_mean_does_not_cancel():
     case = BnCase((16, 3, 32, 32), torch.float32, torch.float32, mean_offset=1e4, seed=5)
     inputs = testing.bn_inputs(case)
@@ -115,7 +185,7 @@ def test_batch_norm_traffic_is_near_the_minimum(shape):
     elements = inputs["input"].numel()
     minimum = 2 * elements * 4 + 2 * c * 4 + 4 * c * 4  # read dy, x, mean, invstd; write 4 sums
     assert minimum <= counters.gm_read_bytes + counters.gm_write_bytes <= 1.2 * minimum
-    assert counters.ub_high_water <= 192 * 1024
+    assert counters.ub_high_water <= _sim.platform_910b().ubBytes
 
 
 def _flce_sim(inputs, **options):
@@ -152,6 +222,7 @@ MIX_RULES = {
     "matmul_used_before_registration": (24, "AIC 1/2", "Matmul::SetOrgShape", "before REGIST_MATMUL_OBJ"),
     "operand_beyond_its_tensor": (25, "AIC 1/2", "Matmul::IterateAll", "beyond its GlobalTensor's 512"),
     "get_tensor_c_before_iterate": (26, "AIC 1/2", "Matmul::GetTensorC", "without a block from Iterate"),
+    "cube_pipe_wait_without_set": (27, "AIC 1/2", "WaitFlag", "WaitFlag with no matching SetFlag"),
 }
 
 
@@ -162,6 +233,17 @@ def test_mix_selftest_kernel_runs_clean_without_a_bug():
     assert error is None
     expected = 2 * (a.double() @ b.double().T)  # half products are exact; fp32 sums of 32 terms
     assert torch.allclose(y.double(), expected.expand(3, 32, 32), rtol=1e-6, atol=1e-5)
+
+
+def test_syncall_in_a_mix_launch_counts_two_vector_cores_per_ai_core():
+    # A MIX 1:2 launch's blockDim counts AI cores: SyncAll<true> waits for 2 x blockDim
+    # AIVs, so 24 AI cores fill the 910B's 48 vector cores and 25 would hang.
+    ai_cores = _sim.platform_910b().aiCores
+    error, y, (a, b) = _sim.run_selftest_mix(28, blocks=ai_cores)
+    assert error is None, error
+    error, _, _ = _sim.run_selftest_mix(28, blocks=ai_cores + 1)
+    assert error is not None and ", SyncAll: " in error, error
+    assert f"SyncAll with blockDim {ai_cores + 1} ({2 * ai_cores + 2} vector cores) > the {2 * ai_cores} vector" in error
 
 
 @pytest.mark.parametrize("rule", list(MIX_RULES))
@@ -253,7 +335,8 @@ def test_flce_hbm_traffic_is_near_the_minimum_when_it_fits_in_l2(shape, mode):
 def test_batch_norm_kernel_fills_the_ub_it_is_given():
     inputs = testing.bn_inputs(BnCase((4, 2, 50_000), seed=1))
     _bn_sim(inputs, 0)
-    assert 0.9 * 192 * 1024 < _sim.last_counters().ub_high_water <= 192 * 1024
+    ub = _sim.platform_910b().ubBytes
+    assert 0.9 * ub < _sim.last_counters().ub_high_water <= ub
 
 
 def test_sim_is_listed_and_chosen_only_on_request():
@@ -276,3 +359,22 @@ def test_flce_kernel_leaves_softmax_unchanged():  # read-only: G goes to the wor
     before = inputs["softmax"].clone()
     ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl="sim")
     assert torch.equal(inputs["softmax"], before)
+
+
+def test_the_ctypes_structs_match_the_library():
+    assert _sim.layout_mismatches(_sim.library()) == []
+
+
+def test_a_struct_changed_on_one_side_is_named():
+    import ctypes
+
+    class OldPlatform(ctypes.Structure):  # PlatformFacts before l2Bytes and the modelling facts
+        _fields_ = [(name, ctypes.c_uint32) for name in
+                    ("ubBytes", "blockBytes", "repeatBytes", "vectorCores", "aiCores")]
+
+    class Renamed(ctypes.Structure):
+        _fields_ = [("gm_bytes", ctypes.c_uint64)]
+
+    problems = _sim.layout_mismatches(_sim.library(), {OldPlatform: "PlatformFacts", Renamed: "AsimCounters"})
+    assert f"PlatformFacts: {ctypes.sizeof(_sim.PlatformFacts)} bytes in C, 20 in Python" in problems
+    assert "AsimCounters.gm_bytes: missing in C, offset 0 in Python" in problems

@@ -10,53 +10,31 @@ from ascend_ops import _sim
 pytestmark = pytest.mark.skipif(_sim.load_error is not None, reason=str(_sim.load_error))
 
 u32, u64 = ctypes.c_uint32, ctypes.c_uint64
+BnTiling, FlceTiling = _sim.BnTiling, _sim.FlceTiling
 
 
-class Platform(ctypes.Structure):
-    _fields_ = [("ubBytes", u32), ("blockBytes", u32), ("repeatBytes", u32), ("vectorCores", u32), ("aiCores", u32)]
+def Platform(ub_bytes, block_bytes, repeat_bytes, vector_cores, ai_cores) -> _sim.PlatformFacts:
+    """The 910B description (common/platform.h, read from the library) with chosen core facts."""
+    facts = _sim.platform_910b()
+    facts.ubBytes, facts.blockBytes, facts.repeatBytes = ub_bytes, block_bytes, repeat_bytes
+    facts.vectorCores, facts.aiCores = vector_cores, ai_cores
+    return facts
 
 
-A2 = Platform(192 * 1024, 32, 256, 48, 24)
+A2 = _sim.platform_910b() if _sim.load_error is None else None
 
 
-class BnData(ctypes.Structure):
-    _fields_ = [("n", u64), ("c", u64), ("s", u64), ("tileRows", u32), ("tileCols", u32), ("tilePitch", u32),
-                ("accElems", u32), ("channelsPerTile", u32), ("channelBlocks", u32), ("rowTiles", u64), ("colTiles", u64), ("segments", u32), ("usedCores", u32),
-                ("tasks", u64), ("stageChannels", u32), ("inputG", u32), ("weightG", u32), ("biasG", u32)]
+def test_the_910b_description_is_the_documented_one():
+    a2 = _sim.platform_910b()
+    assert (a2.ubBytes, a2.blockBytes, a2.repeatBytes, a2.vectorCores, a2.aiCores) == (192 * 1024, 32, 256, 48, 24)
+    assert a2.l2Bytes == 192 * 1024 * 1024
+    assert (a2.l1Bytes, a2.l0aBytes, a2.l0bBytes, a2.l0cBytes) == (512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024)
 
 
-class BnTiling(ctypes.Structure):
-    _fields_ = [("data", BnData), ("tiling_key", u64), ("block_dim", u32), ("workspace_bytes", u64),
-                ("ub_bytes_per_element", u32), ("fixed_ub_bytes", u32), ("error", ctypes.c_char * 128)]
-
-
-i32 = ctypes.c_int32
-MM_FIELDS = ["usedCoreNum", "M", "N", "Ka", "Kb", "singleCoreM", "singleCoreN", "singleCoreK", "baseM", "baseN",
-             "baseK", "depthA1", "depthB1", "stepM", "stepN", "isBias", "iterateOrder", "stepKa", "stepKb", "dbL0A",
-             "dbL0B", "dbL0C"]
-
-
-class FlceMm(ctypes.Structure):
-    _fields_ = [(name, i32) for name in MM_FIELDS]
-
-
-class FlceData(ctypes.Structure):
-    _fields_ = [("bt", u64), ("h", u64), ("v", u64), ("rowBlocks", u64), ("colBlocks", u64), ("tasks", u64),
-                ("rowBlock", u32), ("colBlock", u32), ("cubeCores", u32), ("mode", u32), ("gTileRows", u32),
-                ("castRows", u32), ("castCols", u32), ("reserved", u32), ("ringBytes", u64),
-                ("logitsSlotBytes", u64), ("gSlotBytes", u64), ("accOffset", u64), ("userWorkspaceBytes", u64),
-                ("logitsMm", FlceMm), ("inputGradMm", FlceMm), ("weightGradMm", FlceMm)]
-
-
-class FlceTiling(ctypes.Structure):
-    _fields_ = [("data", FlceData), ("block_dim", u32), ("tiling_key", u64), ("sys_workspace_bytes", u64),
-                ("workspace_bytes", u64), ("error", ctypes.c_char * 128)]
-
-
-def bn_tiling(n, c, s, dtype=0, out_half=False, platform=A2) -> BnTiling:
+def bn_tiling(n, c, s, dtype=0, stat_dtype=0, platform=A2) -> BnTiling:
     out = BnTiling()
     _sim.library().asim_batch_norm_reduce_backward_tiling(
-        u64(n), u64(c), u64(s), u32(dtype), ctypes.c_int(out_half), ctypes.byref(platform), ctypes.byref(out))
+        u64(n), u64(c), u64(s), u32(dtype), u32(stat_dtype), ctypes.byref(platform), ctypes.byref(out))
     return out
 
 
@@ -120,17 +98,20 @@ def test_bn_core_count_comes_from_the_platform():
     assert t.block_dim <= 8 and t.data.segments == 3
 
 
-def test_bn_empty_input_still_writes_every_channel():
-    t = bn_tiling(0, 6, 10)
+@pytest.mark.parametrize("n,s", [(0, 10), (4, 0)])
+def test_bn_empty_input_still_writes_every_channel(n, s):
+    t = bn_tiling(n, 6, s)
     d = t.data
     assert d.rowTiles == 0 and d.segments == 1 and t.error == b""
     assert d.tasks == d.channelBlocks and d.channelBlocks * d.channelsPerTile >= 6
+    assert t.block_dim >= 1  # the TilingFunc never calls SetBlockDim(0)
 
 
 def test_bn_tiling_keys_and_rejections():
     assert bn_tiling(2, 3, 4, 0).tiling_key == 0
     assert bn_tiling(2, 3, 4, 2).tiling_key == 2
-    assert bn_tiling(2, 3, 4, 1, out_half=True).tiling_key == 11
+    assert bn_tiling(2, 3, 4, 1, stat_dtype=1).tiling_key == 4  # float16 sums
+    assert bn_tiling(2, 3, 4, 2, stat_dtype=2).tiling_key == 8
     assert b"C must be" in bn_tiling(2, 0, 4).error
     assert b"32-bit" in bn_tiling(2, 1 << 20, 1 << 12).error
 
@@ -169,16 +150,26 @@ def test_flce_matmul_tilings_fit_the_cube_buffers(h):
     mms = (d.logitsMm, d.inputGradMm, d.weightGradMm)
     for mm in mms:
         assert mm.baseM % 16 == 0 and mm.baseN % 16 == 0 and (mm.baseK * 2) % 32 == 0
-        assert mm.baseM * mm.baseK * 2 * mm.dbL0A <= 64 * 1024  # L0A
-        assert mm.baseN * mm.baseK * 2 * mm.dbL0B <= 64 * 1024  # L0B
-        assert mm.baseM * mm.baseN * 4 * mm.dbL0C <= 128 * 1024  # L0C, fp32
-    assert sum(_l1_bytes(mm) for mm in mms) <= 512 * 1024  # all three live in L1 together
+        assert mm.baseM * mm.baseK * 2 * mm.dbL0A <= A2.l0aBytes
+        assert mm.baseN * mm.baseK * 2 * mm.dbL0B <= A2.l0bBytes
+        assert mm.baseM * mm.baseN * 4 * mm.dbL0C <= A2.l0cBytes  # fp32
+    assert sum(_l1_bytes(mm) for mm in mms) <= A2.l1Bytes  # all three live in L1 together
     assert (d.logitsMm.singleCoreM, d.logitsMm.singleCoreN, d.logitsMm.singleCoreK) == (128, 256, h)
     assert (d.inputGradMm.singleCoreM, d.inputGradMm.singleCoreN, d.inputGradMm.singleCoreK) == (128, h, 256)
     assert (d.weightGradMm.singleCoreM, d.weightGradMm.singleCoreN, d.weightGradMm.singleCoreK) == (256, h, 128)
     # G stays in L1 across the N blocks of G·w and Gᵀ·x: depthA1 x baseK covers K.
     assert d.inputGradMm.depthA1 * d.inputGradMm.baseK >= 256
     assert d.weightGradMm.depthA1 * d.weightGradMm.baseK >= 128
+
+
+@pytest.mark.parametrize("buffer,needed", [("l0aBytes", "L0A"), ("l0bBytes", "L0B"), ("l0cBytes", "L0C"),
+                                           ("l1Bytes", "L1")])
+def test_flce_tiling_refuses_a_platform_whose_cube_buffers_are_too_small(buffer, needed):
+    # The capacities come from the platform description, not from constants in the tiling.
+    platform = _sim.platform_910b()
+    setattr(platform, buffer, getattr(platform, buffer) // 4)
+    t = flce_tiling(1000, 64, 5000, platform=platform)
+    assert f"bytes of {needed}, the platform has {getattr(platform, buffer)}" in t.error.decode(), t.error
 
 
 def test_flce_vector_tiles_fit_ub():

@@ -199,3 +199,13 @@ def test_parity_script_writes_csv(tmp_path):
     rows = list(csv.DictReader(lines))
     assert all(row["passed"] == "True" and row["worst"] == "" for row in rows)
     assert all(0.0 <= float(row["max_norm_error"]) < 1e-2 for row in rows)
+
+
+def test_the_simulator_library_loads_when_it_is_built():
+    # A library whose structs differ from _sim.py's ctypes copies refuses to load (with
+    # the differences named), which would otherwise only show as skipped sim tests.
+    import importlib.machinery
+    from ascend_ops import _sim
+    here = pathlib.Path(_sim.__file__).parent
+    if any((here / f"_ascendc_sim{suffix}").exists() for suffix in importlib.machinery.EXTENSION_SUFFIXES):
+        assert _sim.load_error is None, _sim.load_error

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["SimulatorError", "Counters", "load_error", "last_counters",
+__all__ = ["SimulatorError", "Counters", "load_error", "last_counters", "platform_910b",
            "batch_norm_reduce_backward", "fused_linear_cross_entropy_loss_grad"]
 
 
@@ -24,22 +24,20 @@ class SimulatorError(RuntimeError):
     """A kernel broke a simulator rule, or the host tiling rejected the shape."""
 
 
-def _load(here: pathlib.Path) -> tuple[ctypes.CDLL | None, str | None]:
-    """The simulator library in directory `here`, or the reason it cannot be used."""
-    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        path = here / f"_ascendc_sim{suffix}"
-        if path.exists():
-            try:
-                return ctypes.CDLL(str(path)), None
-            except OSError as error:
-                return None, f"ascend_ops._ascendc_sim failed to load: {error}"
-    return None, ("ascend_ops._ascendc_sim is not built: the package build compiles it from "
-                  "ascendc_kernels/ with the C++ compiler (rebuild with g++ available)")
+_u64, _u32, _int, _vp, _f64 = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p, ctypes.c_double
 
 
-_lib, load_error = _load(pathlib.Path(__file__).resolve().parent)
+# The structs exchanged with the library, each declared again here for ctypes. Their C
+# definitions are in ascendc_kernels/ (common/platform.h, the *_tiling_data.h headers,
+# sim/host/asim_abi.h); `layout_mismatches` compares every size and field offset with
+# what the library exports (sim/host/abi_layout.cpp) when it loads.
 
-_u64, _u32, _int, _vp = ctypes.c_uint64, ctypes.c_uint32, ctypes.c_int, ctypes.c_void_p
+class PlatformFacts(ctypes.Structure):
+    """ascend_ops_kernels::PlatformFacts (common/platform.h): the one hardware description."""
+    _fields_ = [("ubBytes", _u32), ("blockBytes", _u32), ("repeatBytes", _u32), ("vectorCores", _u32),
+                ("aiCores", _u32), ("l1Bytes", _u32), ("l0aBytes", _u32), ("l0bBytes", _u32), ("l0cBytes", _u32),
+                ("reserved", _u32), ("l2Bytes", _u64), ("hbmBytesPerS", _f64),
+                ("cubeFlopsPerS", _f64), ("vectorClockHz", _f64), ("l2BytesPerS", _f64)]
 
 
 class _Counters(ctypes.Structure):
@@ -56,20 +54,112 @@ class _FlceArgs(ctypes.Structure):
                 ("dtype", _u32), ("mask_packed", _int), ("target64", _int), ("ai_cores", _u32)]
 
 
+class BnTilingData(ctypes.Structure):
+    """BatchNormReduceBackwardTilingData (batch_norm_reduce_backward_tiling_data.h)."""
+    _fields_ = [("n", _u64), ("c", _u64), ("s", _u64), ("tileRows", _u32), ("tileCols", _u32),
+                ("tilePitch", _u32), ("accElems", _u32), ("channelsPerTile", _u32), ("channelBlocks", _u32),
+                ("rowTiles", _u64), ("colTiles", _u64), ("segments", _u32), ("usedCores", _u32), ("tasks", _u64),
+                ("stageChannels", _u32), ("inputG", _u32), ("weightG", _u32), ("biasG", _u32)]
+
+
+class BnTiling(ctypes.Structure):
+    """AsimBnTiling (sim/host/asim_abi.h): what the BN tiling function returns."""
+    _fields_ = [("data", BnTilingData), ("tiling_key", _u64), ("block_dim", _u32), ("workspace_bytes", _u64),
+                ("ub_bytes_per_element", _u32), ("fixed_ub_bytes", _u32), ("error", ctypes.c_char * 128)]
+
+
+FLCE_MATMUL_FIELDS = ("usedCoreNum", "M", "N", "Ka", "Kb", "singleCoreM", "singleCoreN", "singleCoreK", "baseM",
+                      "baseN", "baseK", "depthA1", "depthB1", "stepM", "stepN", "isBias", "iterateOrder", "stepKa",
+                      "stepKb", "dbL0A", "dbL0B", "dbL0C")
+
+
+class FlceMatmulTiling(ctypes.Structure):
+    """FlceMatmulTiling (fused_linear_cross_entropy_loss_grad_tiling_data.h): one Matmul's TCubeTiling fields."""
+    _fields_ = [(name, ctypes.c_int32) for name in FLCE_MATMUL_FIELDS]
+
+
+class FlceTilingData(ctypes.Structure):
+    """FusedLinearCrossEntropyLossGradTilingData (fused_linear_cross_entropy_loss_grad_tiling_data.h)."""
+    _fields_ = [("bt", _u64), ("h", _u64), ("v", _u64), ("rowBlocks", _u64), ("colBlocks", _u64), ("tasks", _u64),
+                ("rowBlock", _u32), ("colBlock", _u32), ("cubeCores", _u32), ("mode", _u32), ("gTileRows", _u32),
+                ("castRows", _u32), ("castCols", _u32), ("reserved", _u32), ("ringBytes", _u64),
+                ("logitsSlotBytes", _u64), ("gSlotBytes", _u64), ("accOffset", _u64), ("userWorkspaceBytes", _u64),
+                ("logitsMm", FlceMatmulTiling), ("inputGradMm", FlceMatmulTiling),
+                ("weightGradMm", FlceMatmulTiling)]
+
+
+class FlceTiling(ctypes.Structure):
+    """AsimFlceTiling (sim/host/asim_abi.h): what the FLCE tiling function returns."""
+    _fields_ = [("data", FlceTilingData), ("block_dim", _u32), ("tiling_key", _u64), ("sys_workspace_bytes", _u64),
+                ("workspace_bytes", _u64), ("error", ctypes.c_char * 128)]
+
+
+#: Python declaration -> the C struct's name in the library's layout table.
+ABI_STRUCTS = {PlatformFacts: "PlatformFacts", _Counters: "AsimCounters", _FlceArgs: "AsimFlceArgs",
+               BnTilingData: "BnTilingData", BnTiling: "AsimBnTiling", FlceMatmulTiling: "FlceMatmulTiling",
+               FlceTilingData: "FlceTilingData",
+               FlceTiling: "AsimFlceTiling"}
+
+
+def layout_mismatches(lib: ctypes.CDLL, structs: dict | None = None) -> list[str]:
+    """Every difference between the ctypes declarations and the library's structs."""
+    lib.asim_layout.restype = ctypes.c_int64
+    lib.asim_layout.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    problems = []
+    for py, c_name in (ABI_STRUCTS if structs is None else structs).items():
+        size = lib.asim_layout(c_name.encode(), b"")
+        if size < 0:
+            problems.append(f"{c_name}: not in the library's layout table")
+            continue
+        if size != ctypes.sizeof(py):
+            problems.append(f"{c_name}: {size} bytes in C, {ctypes.sizeof(py)} in Python")
+        for field, _ in py._fields_:
+            offset = lib.asim_layout(c_name.encode(), field.encode())
+            if offset != getattr(py, field).offset:
+                where = "missing in C" if offset < 0 else f"offset {offset} in C"
+                problems.append(f"{c_name}.{field}: {where}, offset {getattr(py, field).offset} in Python")
+    return problems
+
+
+def _load(here: pathlib.Path) -> tuple[ctypes.CDLL | None, str | None]:
+    """The simulator library in directory `here`, or the reason it cannot be used."""
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        path = here / f"_ascendc_sim{suffix}"
+        if path.exists():
+            try:
+                lib = ctypes.CDLL(str(path))
+            except OSError as error:
+                return None, f"ascend_ops._ascendc_sim failed to load: {error}"
+            if not hasattr(lib, "asim_layout"):
+                return None, "ascend_ops._ascendc_sim is out of date (it exports no layout table): rebuild it"
+            problems = layout_mismatches(lib)
+            if problems:
+                return None, ("ascend_ops._ascendc_sim does not match the ctypes structs of ascend_ops/_sim.py "
+                              "(rebuild the library, or carry the C change over to _sim.py): " + "; ".join(problems))
+            return lib, None
+    return None, ("ascend_ops._ascendc_sim is not built: the package build compiles it from "
+                  "ascendc_kernels/ with the C++ compiler (rebuild with g++ available)")
+
+
+_lib, load_error = _load(pathlib.Path(__file__).resolve().parent)
+
 if _lib is not None:
     _lib.asim_last_error.restype = ctypes.c_char_p
     _lib.asim_last_counters.argtypes = [ctypes.POINTER(_Counters)]
     _lib.asim_batch_norm_reduce_backward_workspace_size.argtypes = [
-        _u64, _u64, _u64, _u32, _int, _int, _int, _int, _u32, ctypes.POINTER(_u64)]
+        _u64, _u64, _u64, _u32, _u32, _int, _int, _int, _u32, ctypes.POINTER(_u64)]
     _lib.asim_batch_norm_reduce_backward.argtypes = [
-        _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _u64, _u64, _u64, _u64, _u32, _int, _int, _int, _int, _u32]
+        _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _u64, _u64, _u64, _u64, _u32, _u32, _int, _int, _int, _u32]
     _lib.asim_fused_linear_cross_entropy_loss_grad_workspace_size.argtypes = [
         ctypes.POINTER(_FlceArgs), ctypes.POINTER(_u64), ctypes.POINTER(_u64)]
     _lib.asim_fused_linear_cross_entropy_loss_grad.argtypes = [ctypes.POINTER(_FlceArgs), _vp, _u64]
     _lib.asim_run_selftest_kernel.argtypes = [ctypes.c_int32, _u32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_mix.argtypes = [ctypes.c_int32, _u32, _vp, _vp, _vp, ctypes.c_char_p, _u64]
+    _lib.asim_run_selftest_cast.argtypes = [_u32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_batch_norm_reduce_backward_tiling.restype = None
+    _lib.asim_platform_910b.argtypes = [ctypes.POINTER(PlatformFacts)]
+    _lib.asim_platform_910b.restype = None
     _lib.asim_fused_linear_cross_entropy_loss_grad_tiling.restype = None
 
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
@@ -102,6 +192,13 @@ def library() -> ctypes.CDLL:
     return _lib
 
 
+def platform_910b() -> PlatformFacts:
+    """The Atlas A2 (910B) description the tilings and the simulator use (common/platform.h)."""
+    facts = PlatformFacts()
+    library().asim_platform_910b(ctypes.byref(facts))
+    return facts
+
+
 def _check(status: int) -> None:
     if status != 0:
         raise SimulatorError(library().asim_last_error().decode())
@@ -127,17 +224,20 @@ def batch_norm_reduce_backward(grad_out, input, mean, invstd, weight, input_g, w
     s = math.prod(input.shape[2:])
     out_dtype = batch_norm_reduce_output_dtype(input.dtype, mean.dtype)
     grad_out, input = grad_out.contiguous(), input.contiguous()
-    # The host side hands the kernel fp32 statistics (a C-element cast).
-    mean32, invstd32 = mean.float().contiguous(), invstd.float().contiguous()
+    # The kernel reads mean and invstd in their own dtype (float32, float16 or bfloat16)
+    # when they share one; otherwise both go as float32 (a C-element cast).
+    if mean.dtype != invstd.dtype:
+        mean, invstd = mean.float(), invstd.float()
+    mean, invstd = mean.contiguous(), invstd.contiguous()
     wanted = (input_g, input_g, weight_g, bias_g)
     outs = [torch.empty(c, dtype=out_dtype) if want else None for want in wanted]
-    shape = (n, c, s, _DTYPE_CODE[input.dtype], out_dtype == torch.float16,
+    shape = (n, c, s, _DTYPE_CODE[input.dtype], _DTYPE_CODE[mean.dtype],
              bool(input_g), bool(weight_g), bool(bias_g))
     workspace_bytes = _u64()
     _check(lib.asim_batch_norm_reduce_backward_workspace_size(*shape, vector_cores, ctypes.byref(workspace_bytes)))
     workspace = torch.empty(max(workspace_bytes.value, 1), dtype=torch.uint8)
     _check(lib.asim_batch_norm_reduce_backward(
-        _ptr(grad_out), _ptr(input), _ptr(mean32), _ptr(invstd32), *(_ptr(o) for o in outs),
+        _ptr(grad_out), _ptr(input), _ptr(mean), _ptr(invstd), *(_ptr(o) for o in outs),
         _ptr(workspace), workspace_bytes.value, *shape, vector_cores))
     return tuple(outs)
 
@@ -179,15 +279,17 @@ def run_selftest_kernel(bug: int, blocks: int = 2) -> tuple[str | None, torch.Te
     return (message.value.decode() if status else None), y
 
 
-def run_selftest_syncall(blocks: int, skip_last: bool = False) -> tuple[str | None, torch.Tensor]:
+def run_selftest_syncall(blocks: int, skip_last: bool = False,
+                         kernel_type: bool = True) -> tuple[str | None, torch.Tensor]:
     """Each block writes its slot, SyncAll, reads its neighbour's; with skip_last the last
-    block returns before SyncAll. Returns the simulator's error (None if clean) and what
-    each block saw."""
+    block returns before SyncAll; without kernel_type the kernel declares no
+    KERNEL_TYPE_MIX_AIV_1_0. Returns the simulator's error (None if clean) and what each
+    block saw."""
     slots = torch.zeros(blocks, dtype=torch.int32)
     seen = torch.zeros(blocks, dtype=torch.int32)
     message = ctypes.create_string_buffer(4096)
-    status = library().asim_run_selftest_syncall(blocks, _ptr(slots), _ptr(seen), int(skip_last), message,
-                                                 len(message))
+    bug = 1 if skip_last else 0 if kernel_type else 2
+    status = library().asim_run_selftest_syncall(blocks, _ptr(slots), _ptr(seen), bug, message, len(message))
     return (message.value.decode() if status else None), seen
 
 
@@ -203,3 +305,17 @@ def run_selftest_mix(bug: int, blocks: int = 2) -> tuple[str | None, torch.Tenso
     message = ctypes.create_string_buffer(4096)
     status = library().asim_run_selftest_mix(bug, blocks, _ptr(a), _ptr(b), _ptr(y), message, len(message))
     return (message.value.decode() if status else None), y, (a, b)
+
+
+def run_selftest_cast(x: torch.Tensor) -> torch.Tensor:
+    """The simulator's Cast float32 -> float16 (CAST_RINT) of x (a multiple of 16 floats)."""
+    x = x.float().contiguous()
+    y = torch.empty(x.numel(), dtype=torch.float16)
+    message = ctypes.create_string_buffer(4096)
+    _check_selftest(library().asim_run_selftest_cast(x.numel(), _ptr(x), _ptr(y), message, len(message)), message)
+    return y
+
+
+def _check_selftest(status: int, message) -> None:
+    if status != 0:
+        raise SimulatorError(message.value.decode())

@@ -1,6 +1,16 @@
-// CANN side of batch_norm_reduce_backward (built only by build.sh with ASCEND_HOME_PATH
-// set; nothing here is compiled in this repository's CI): the OpDef, InferShape and the
-// TilingFunc wrapper around the pure tiling function.
+// CANN side of AscendOpsBatchNormReduceBackward (built only by build.sh with
+// ASCEND_HOME_PATH set; nothing here is compiled in this repository's CI): the OpDef,
+// InferShape/InferDataType and the TilingFunc wrapper around the pure tiling function.
+//
+// The op type is ours (never CANN's built-in BatchNormReduceBackward); its arguments,
+// optionality and dtypes are those of aclnnBatchNormReduceBackward, so the generated
+// aclnnAscendOpsBatchNormReduceBackwardGetWorkspaceSize(gradOut, input, mean, invstd,
+// weightOptional, inputG, weightG, biasG, sumDyOutOptional, sumDyXmuOutOptional,
+// gradWeightOutOptional, gradBiasOutOptional, workspaceSize, executor) takes what the
+// built-in one takes (aclnn puts attributes between inputs and outputs). An output whose
+// flag is false may be null. The same list is in ../../ascend_ops.json (msopgen).
+#include <cstring>
+
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 
@@ -19,10 +29,12 @@ static ge::graphStatus BatchNormReduceBackwardTilingFunc(gert::TilingContext* co
   uint64_t s = 1;
   for (size_t i = 2; i < shape.GetDimNum(); ++i) s *= shape.GetDim(i);
   const auto* attrs = context->GetAttrs();
+  // mean and invstd share one dtype (the OpDef's combinations); the kernel reads it as is.
+  const uint32_t statDtype = DtypeCode(context->GetInputDesc(2)->GetDataType());
+  if (DtypeCode(context->GetInputDesc(3)->GetDataType()) != statDtype) return ge::GRAPH_FAILED;
   ascend_ops_kernels::BatchNormReduceBackwardShape op{
       static_cast<uint64_t>(shape.GetDim(0)), static_cast<uint64_t>(shape.GetDim(1)), s,
-      DtypeCode(context->GetInputDesc(1)->GetDataType()),
-      context->GetOutputDesc(0)->GetDataType() == ge::DT_FLOAT16, *attrs->GetAttrPointer<bool>(0),
+      DtypeCode(context->GetInputDesc(1)->GetDataType()), statDtype, *attrs->GetAttrPointer<bool>(0),
       *attrs->GetAttrPointer<bool>(1), *attrs->GetAttrPointer<bool>(2)};
 
   auto ascendc = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
@@ -34,7 +46,7 @@ static ge::graphStatus BatchNormReduceBackwardTilingFunc(gert::TilingContext* co
   platform.aiCores = ascendc.GetCoreNumAic();
 
   const auto tiling = ascend_ops_kernels::TileBatchNormReduceBackward(op, platform);
-  if (!tiling.error.empty()) return ge::GRAPH_FAILED;
+  if (!tiling.error.empty() || tiling.blockDim == 0) return ge::GRAPH_FAILED;  // never SetBlockDim(0)
   context->SetBlockDim(tiling.blockDim);
   context->SetTilingKey(tiling.tilingKey);
   auto* raw = context->GetRawTilingData();
@@ -49,13 +61,22 @@ static ge::graphStatus BatchNormReduceBackwardTilingFunc(gert::TilingContext* co
 
 namespace ge {
 
+// Each output present is [C]; one not asked for may be absent.
 static graphStatus BatchNormReduceBackwardInferShape(gert::InferShapeContext* context) {
   const gert::Shape* input = context->GetInputShape(1);
   for (size_t i = 0; i < 4; ++i) {
     gert::Shape* out = context->GetOutputShape(i);
+    if (out == nullptr) continue;
     out->SetDimNum(1);
     out->SetDim(0, input->GetDim(1));
   }
+  return GRAPH_SUCCESS;
+}
+
+// float16 sums when input and mean are float16, float32 otherwise (torch_npu's rule).
+static graphStatus BatchNormReduceBackwardInferDataType(gert::InferDataTypeContext* context) {
+  const bool half = context->GetInputDataType(1) == DT_FLOAT16 && context->GetInputDataType(2) == DT_FLOAT16;
+  for (size_t i = 0; i < 4; ++i) context->SetOutputDataType(i, half ? DT_FLOAT16 : DT_FLOAT);
   return GRAPH_SUCCESS;
 }
 
@@ -63,33 +84,42 @@ static graphStatus BatchNormReduceBackwardInferShape(gert::InferShapeContext* co
 
 namespace ops {
 
-class BatchNormReduceBackward : public OpDef {
+class AscendOpsBatchNormReduceBackward : public OpDef {
  public:
-  explicit BatchNormReduceBackward(const char* name) : OpDef(name) {
-    // grad_out, input: f32/f16/bf16; mean, invstd: f32 (the aclnn layer casts them).
-    const std::vector<ge::DataType> data = {ge::DT_FLOAT, ge::DT_FLOAT16, ge::DT_BF16, ge::DT_FLOAT16};
-    const std::vector<ge::DataType> stat = {ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT};
-    const std::vector<ge::DataType> sums = {ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT, ge::DT_FLOAT16};
-    const std::vector<ge::Format> nd(4, ge::FORMAT_ND);
+  explicit AscendOpsBatchNormReduceBackward(const char* name) : OpDef(name) {
+    // 27 combinations, in ascend_ops.json's order: input dtype (grad_out = input), then
+    // the statistics' (mean = invstd), then weight's, each of float32/float16/bfloat16;
+    // the sums are float16 only for float16 input and statistics.
+    const ge::DataType kinds[3] = {ge::DT_FLOAT, ge::DT_FLOAT16, ge::DT_BF16};
+    std::vector<ge::DataType> data, stat, weight, sums;
+    for (ge::DataType in : kinds)
+      for (ge::DataType st : kinds)
+        for (ge::DataType w : kinds) {
+          data.push_back(in);
+          stat.push_back(st);
+          weight.push_back(w);
+          sums.push_back(in == ge::DT_FLOAT16 && st == ge::DT_FLOAT16 ? ge::DT_FLOAT16 : ge::DT_FLOAT);
+        }
+    const std::vector<ge::Format> nd(data.size(), ge::FORMAT_ND);
     this->Input("grad_out").ParamType(REQUIRED).DataType(data).Format(nd);
     this->Input("input").ParamType(REQUIRED).DataType(data).Format(nd);
     this->Input("mean").ParamType(REQUIRED).DataType(stat).Format(nd);
     this->Input("invstd").ParamType(REQUIRED).DataType(stat).Format(nd);
-    this->Input("weight").ParamType(OPTIONAL).DataType(stat).Format(nd);
-    this->Output("sum_dy").ParamType(REQUIRED).DataType(sums).Format(nd);
-    this->Output("sum_dy_xmu").ParamType(REQUIRED).DataType(sums).Format(nd);
-    this->Output("grad_weight").ParamType(REQUIRED).DataType(sums).Format(nd);
-    this->Output("grad_bias").ParamType(REQUIRED).DataType(sums).Format(nd);
+    this->Input("weight").ParamType(OPTIONAL).DataType(weight).Format(nd);
+    this->Output("sum_dy").ParamType(OPTIONAL).DataType(sums).Format(nd);
+    this->Output("sum_dy_xmu").ParamType(OPTIONAL).DataType(sums).Format(nd);
+    this->Output("grad_weight").ParamType(OPTIONAL).DataType(sums).Format(nd);
+    this->Output("grad_bias").ParamType(OPTIONAL).DataType(sums).Format(nd);
     this->Attr("input_g").Bool();
     this->Attr("weight_g").Bool();
     this->Attr("bias_g").Bool();
-    this->SetInferShape(ge::BatchNormReduceBackwardInferShape);
+    this->SetInferShape(ge::BatchNormReduceBackwardInferShape).SetInferDataType(ge::BatchNormReduceBackwardInferDataType);
     this->AICore().SetTiling(optiling::BatchNormReduceBackwardTilingFunc);
     this->AICore().AddConfig("ascend910b");
     this->AICore().AddConfig("ascend910_93");
   }
 };
 
-OP_ADD(BatchNormReduceBackward);
+OP_ADD(AscendOpsBatchNormReduceBackward);
 
 }  // namespace ops

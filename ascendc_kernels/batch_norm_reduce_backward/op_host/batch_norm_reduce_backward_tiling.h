@@ -11,17 +11,22 @@
 
 namespace ascend_ops_kernels {
 
+// The sums' dtype: float16 when input and statistics are both float16 (torch_npu's rule).
+inline bool BnOutputHalf(uint32_t inputDtype, uint32_t statDtype) {
+  return inputDtype == kFloat16 && statDtype == kFloat16;
+}
+
 struct BatchNormReduceBackwardShape {
   uint64_t n, c, s;       // input [N, C, *] with S the product of the trailing dims
   uint32_t inputDtype;    // DtypeCode of grad_out and input
-  bool outputHalf;        // float16 sums (input and mean both float16)
+  uint32_t statDtype;     // DtypeCode of mean and invstd (the sums are float16 when both are float16)
   bool inputG, weightG, biasG;
 };
 
 struct BatchNormReduceBackwardTiling {
   BatchNormReduceBackwardTilingData data;
-  uint64_t tilingKey;      // inputDtype + 10 * outputHalf
-  uint32_t blockDim;
+  uint64_t tilingKey;      // inputDtype + 3 * statDtype
+  uint32_t blockDim;       // >= 1 even for an empty input (every channel's sums are written)
   uint64_t workspaceBytes; // partial sums when a channel is split across cores
   std::string error;       // non-empty: the shape cannot be tiled (and why)
 };
@@ -55,6 +60,7 @@ inline BatchNormReduceBackwardTiling TileBatchNormReduceBackward(const BatchNorm
   BatchNormReduceBackwardTilingData& d = t.data;
   if (shape.c == 0) { t.error = "C must be >= 1"; return t; }
   if (shape.inputDtype > kBFloat16) { t.error = "input dtype must be float32, float16 or bfloat16"; return t; }
+  if (shape.statDtype > kBFloat16) { t.error = "mean/invstd dtype must be float32, float16 or bfloat16"; return t; }
   const uint32_t elem = DtypeBytes(shape.inputDtype);
   const uint32_t align = platform.blockBytes / elem;             // elements per 32 bytes
   const uint32_t lanes = platform.repeatBytes / 4;               // fp32 elements per repeat
@@ -101,7 +107,7 @@ inline BatchNormReduceBackwardTiling TileBatchNormReduceBackward(const BatchNorm
 
   // GM strides must fit DataCopyPad's 32-bit byte strides.
   if ((shape.c * shape.s) * elem > 0xffffffffull) { t.error = "C x S too large for a 32-bit DataCopyPad stride"; return t; }
-  t.tilingKey = shape.inputDtype + (shape.outputHalf ? 10 : 0);
+  t.tilingKey = shape.inputDtype + 3 * shape.statDtype;
   t.blockDim = d.usedCores;
   t.workspaceBytes = segments > 1 ? segments * shape.c * 2 * sizeof(float) : 0;
   return t;

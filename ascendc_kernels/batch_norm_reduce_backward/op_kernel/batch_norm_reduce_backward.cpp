@@ -4,8 +4,9 @@
 // Stages per tile: CopyIn (DataCopyPad of tileRows strided rows, zero padded to 32 bytes)
 // -> Compute (cast to fp32, x − mean, accumulate both sums lane-wise in fp32); per task
 // the lanes are reduced once (ReduceSum, or a fold over rows and each channel's lanes
-// when a tile spans several channels). mean/invstd arrive as fp32 (the host casts these
-// C-element vectors). See the tiling struct for the tile shapes and the multi-core split.
+// when a tile spans several channels). mean/invstd are read as float32, float16 or
+// bfloat16 (one scalar per channel, widened on the scalar unit). See the tiling struct for
+// the tile shapes and the multi-core split. Every flag's event ID comes from the pipe.
 #include "kernel_operator.h"
 #include "batch_norm_reduce_backward_tiling_data.h"
 
@@ -16,7 +17,17 @@ namespace {
 constexpr int32_t BUFFER_NUM = 2;
 constexpr uint32_t BLOCK_BYTES = 32;  // UB data block: DataCopy granule and row alignment
 
-template <typename T, typename TOut>
+// The scalar unit widens a statistic to float.
+template <typename TStat>
+__aicore__ inline float StatToFloat(TStat v) {
+  if constexpr (std::is_same<TStat, bfloat16_t>::value) {
+    return ToFloat(v);
+  } else {
+    return static_cast<float>(v);
+  }
+}
+
+template <typename T, typename TStat, typename TOut>
 class BatchNormReduceBackwardKernel {
  public:
   __aicore__ inline BatchNormReduceBackwardKernel(const BatchNormReduceBackwardTilingData& tiling) : t_(tiling) {}
@@ -28,8 +39,8 @@ class BatchNormReduceBackwardKernel {
       dyGm_.SetGlobalBuffer((__gm__ T*)gradOut, total);
       xGm_.SetGlobalBuffer((__gm__ T*)input, total);
     }
-    meanGm_.SetGlobalBuffer((__gm__ float*)mean, t_.c);
-    invstdGm_.SetGlobalBuffer((__gm__ float*)invstd, t_.c);
+    meanGm_.SetGlobalBuffer((__gm__ TStat*)mean, t_.c);
+    invstdGm_.SetGlobalBuffer((__gm__ TStat*)invstd, t_.c);
     if (t_.inputG) {
       outGm_[0].SetGlobalBuffer((__gm__ TOut*)sumDy, t_.c);
       outGm_[1].SetGlobalBuffer((__gm__ TOut*)sumDyXmu, t_.c);
@@ -85,6 +96,14 @@ class BatchNormReduceBackwardKernel {
 
  private:
   static constexpr bool IsFloat() { return sizeof(T) == sizeof(float); }
+
+  // One pipe waits for another; the event ID comes from the pipe, never a literal.
+  template <HardEvent event>
+  __aicore__ inline void Sync() {
+    const TEventID id = pipe_.FetchEventID(event);
+    SetFlag<event>(id);
+    WaitFlag<event>(id);
+  }
   static constexpr bool IsFloatOut() { return sizeof(TOut) == sizeof(float); }
 
   // sums_[2j], sums_[2j+1] = Σ dy, Σ dy·(x − mean) of channel first + j over tiles
@@ -98,7 +117,7 @@ class BatchNormReduceBackwardKernel {
     Duplicate(accDyXmu, 0.0f, t_.accElems);
     float negMean = 0.0f;
     if (t_.channelsPerTile == 1) {
-      negMean = -meanGm_.GetValue(first);
+      negMean = -StatToFloat(meanGm_.GetValue(first));
     } else {
       FillMeanTile(first, channels);
     }
@@ -111,15 +130,13 @@ class BatchNormReduceBackwardKernel {
       LocalTensor<float> tmp = reduceTmpBuf_.Get<float>();
       ReduceSum(result, accDy, tmp, t_.accElems);
       ReduceSum(result[8], accDyXmu, tmp, t_.accElems);
-      SetFlag<HardEvent::V_S>(0);
-      WaitFlag<HardEvent::V_S>(0);
+      Sync<HardEvent::V_S>();
       sums_[0] = result.GetValue(0);
       sums_[1] = result.GetValue(8);
     } else {
       FoldRows(accDy);
       FoldRows(accDyXmu);
-      SetFlag<HardEvent::V_S>(0);
-      WaitFlag<HardEvent::V_S>(0);
+      Sync<HardEvent::V_S>();
       for (uint32_t j = 0; j < channels; ++j) {  // each channel's S lanes, in order
         for (uint64_t i = j * t_.s; i < (j + 1) * t_.s; ++i) {
           sums_[2 * j] += accDy.GetValue(static_cast<uint32_t>(i));
@@ -127,8 +144,7 @@ class BatchNormReduceBackwardKernel {
         }
       }
     }
-    SetFlag<HardEvent::S_V>(0);
-    WaitFlag<HardEvent::S_V>(0);
+    Sync<HardEvent::S_V>();
   }
 
   // The per-lane mean of a K-channel tile: row 0 written by the scalar unit, then copied
@@ -136,12 +152,11 @@ class BatchNormReduceBackwardKernel {
   __aicore__ inline void FillMeanTile(uint64_t first, uint32_t channels) {
     LocalTensor<float> mean = meanBuf_.Get<float>();
     for (uint32_t j = 0; j < channels; ++j) {
-      const float m = meanGm_.GetValue(first + j);
+      const float m = StatToFloat(meanGm_.GetValue(first + j));
       for (uint64_t i = j * t_.s; i < (j + 1) * t_.s; ++i) mean.SetValue(static_cast<uint32_t>(i), m);
     }
     for (uint32_t i = channels * static_cast<uint32_t>(t_.s); i < t_.tilePitch; ++i) mean.SetValue(i, 0.0f);
-    SetFlag<HardEvent::S_V>(0);
-    WaitFlag<HardEvent::S_V>(0);
+    Sync<HardEvent::S_V>();
     for (uint32_t r = 1; r < t_.tileRows; ++r) Adds(mean[r * t_.tilePitch], mean, 0.0f, t_.tilePitch);
   }
 
@@ -217,7 +232,7 @@ class BatchNormReduceBackwardKernel {
     const uint32_t k = staged_;
     stage.SetValue(k, sumDy);
     stage.SetValue(t_.stageChannels + k, sumDyXmu);
-    stage.SetValue(2 * t_.stageChannels + k, sumDyXmu * invstdGm_.GetValue(channel));
+    stage.SetValue(2 * t_.stageChannels + k, sumDyXmu * StatToFloat(invstdGm_.GetValue(channel)));
     stage.SetValue(3 * t_.stageChannels + k, sumDy);
     if (++staged_ == t_.stageChannels) FlushResults();
   }
@@ -228,23 +243,19 @@ class BatchNormReduceBackwardKernel {
     LocalTensor<float> stage = stageBuf_.Get<float>();
     DataCopyExtParams params(1, staged_ * sizeof(TOut), 0, 0, 0);
     if constexpr (IsFloatOut()) {
-      SetFlag<HardEvent::S_MTE3>(0);
-      WaitFlag<HardEvent::S_MTE3>(0);
+      Sync<HardEvent::S_MTE3>();
       for (int i = 0; i < 4; ++i)
         if (wanted[i]) DataCopyPad(outGm_[i][stageFirst_], stage[i * t_.stageChannels], params);
     } else {
       LocalTensor<TOut> out = stageOutBuf_.Get<TOut>();
-      SetFlag<HardEvent::S_V>(0);
-      WaitFlag<HardEvent::S_V>(0);
+      Sync<HardEvent::S_V>();
       for (int i = 0; i < 4; ++i)
         if (wanted[i]) Cast(out[i * t_.stageChannels], stage[i * t_.stageChannels], RoundMode::CAST_RINT, staged_);
-      SetFlag<HardEvent::V_MTE3>(0);
-      WaitFlag<HardEvent::V_MTE3>(0);
+      Sync<HardEvent::V_MTE3>();
       for (int i = 0; i < 4; ++i)
         if (wanted[i]) DataCopyPad(outGm_[i][stageFirst_], out[i * t_.stageChannels], params);
     }
-    SetFlag<HardEvent::MTE3_S>(0);  // the stage is written again only after the copy-out
-    WaitFlag<HardEvent::MTE3_S>(0);
+    Sync<HardEvent::MTE3_S>();  // the stage is written again only after the copy-out
     staged_ = 0;
   }
 
@@ -252,12 +263,10 @@ class BatchNormReduceBackwardKernel {
   __aicore__ inline void WritePartials(uint64_t segment, uint64_t first, uint32_t channels) {
     LocalTensor<float> partial = partialBuf_.Get<float>();
     for (uint32_t j = 0; j < 2 * channels; ++j) partial.SetValue(j, sums_[j]);
-    SetFlag<HardEvent::S_MTE3>(0);
-    WaitFlag<HardEvent::S_MTE3>(0);
+    Sync<HardEvent::S_MTE3>();
     DataCopyExtParams params(1, channels * 2 * sizeof(float), 0, 0, 0);
     DataCopyPad(partialGm_[(segment * t_.c + first) * 2], partial, params);
-    SetFlag<HardEvent::MTE3_S>(0);
-    WaitFlag<HardEvent::MTE3_S>(0);
+    Sync<HardEvent::MTE3_S>();
   }
 
   // Adds the channel's partials in segment order, whichever core wrote them: one strided
@@ -268,15 +277,13 @@ class BatchNormReduceBackwardKernel {
                              static_cast<uint32_t>((t_.c - 1) * 2 * sizeof(float)), 0, 0);
     DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
     DataCopyPad(parts, partialGm_[channel * 2], params, pad);
-    SetFlag<HardEvent::MTE2_S>(0);
-    WaitFlag<HardEvent::MTE2_S>(0);
+    Sync<HardEvent::MTE2_S>();
     float sumDy = 0.0f, sumDyXmu = 0.0f;
     for (uint32_t k = 0; k < t_.segments; ++k) {
       sumDy += parts.GetValue(8 * k);
       sumDyXmu += parts.GetValue(8 * k + 1);
     }
-    SetFlag<HardEvent::S_MTE2>(0);
-    WaitFlag<HardEvent::S_MTE2>(0);
+    Sync<HardEvent::S_MTE2>();
     StageResult(channel, sumDy, sumDyXmu);
   }
 
@@ -287,40 +294,50 @@ class BatchNormReduceBackwardKernel {
   TBuf<TPosition::VECCALC> castBuf_, accBuf_, meanBuf_, reduceTmpBuf_, resultBuf_, stageBuf_, stageOutBuf_, partialBuf_,
       combineBuf_;
   GlobalTensor<T> dyGm_, xGm_;
-  GlobalTensor<float> meanGm_, invstdGm_, partialGm_;
+  GlobalTensor<TStat> meanGm_, invstdGm_;
+  GlobalTensor<float> partialGm_;
   GlobalTensor<TOut> outGm_[4];
   uint32_t staged_ = 0;
   uint64_t stageFirst_ = 0;
   float sums_[2 * 256];  // per channel of a block: {Σ dy, Σ dy·(x − mean)} (K <= 256)
 };
 
-template <typename T, typename TOut>
+template <typename T, typename TStat, typename TOut>
 __aicore__ inline void Run(const BatchNormReduceBackwardTilingData& tiling, GM_ADDR gradOut, GM_ADDR input,
                            GM_ADDR mean, GM_ADDR invstd, GM_ADDR sumDy, GM_ADDR sumDyXmu, GM_ADDR gradWeight,
                            GM_ADDR gradBias, GM_ADDR workspace) {
-  BatchNormReduceBackwardKernel<T, TOut> op(tiling);
+  BatchNormReduceBackwardKernel<T, TStat, TOut> op(tiling);
   op.Init(gradOut, input, mean, invstd, sumDy, sumDyXmu, gradWeight, gradBias, workspace);
   op.Process();
 }
 
 }  // namespace
 
-// Tiling keys: input dtype (0 float32, 1 float16, 2 bfloat16) + 10 for float16 outputs.
-extern "C" __global__ __aicore__ void batch_norm_reduce_backward(GM_ADDR gradOut, GM_ADDR input, GM_ADDR mean,
-                                                                 GM_ADDR invstd, GM_ADDR weight, GM_ADDR sumDy,
-                                                                 GM_ADDR sumDyXmu, GM_ADDR gradWeight,
-                                                                 GM_ADDR gradBias, GM_ADDR workspace,
-                                                                 GM_ADDR tiling) {
+// Tiling key = input dtype + 3 * statistics dtype (0 float32, 1 float16, 2 bfloat16); the
+// sums are float16 when both are float16 (key 4), float32 otherwise.
+#define BN_CASE(key, T, TStat, TOut)                                                                          \
+  if (TILING_KEY_IS(key)) {                                                                                   \
+    Run<T, TStat, TOut>(tilingData, gradOut, input, mean, invstd, sumDy, sumDyXmu, gradWeight, gradBias,      \
+                        workspace);                                                                           \
+    return;                                                                                                   \
+  }
+
+extern "C" __global__ __aicore__ void ascend_ops_batch_norm_reduce_backward(
+    GM_ADDR gradOut, GM_ADDR input, GM_ADDR mean, GM_ADDR invstd, GM_ADDR weight, GM_ADDR sumDy, GM_ADDR sumDyXmu,
+    GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR workspace, GM_ADDR tiling) {
   REGISTER_TILING_DEFAULT(BatchNormReduceBackwardTilingData);
   GET_TILING_DATA_WITH_STRUCT(BatchNormReduceBackwardTilingData, tilingData, tiling);
+  // A vector kernel whose channels split across cores combines them after a hardware
+  // SyncAll, which needs the MIX AIV 1:0 kernel type.
+  KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
   (void)weight;  // accepted for signature compatibility; it does not enter the math
-  if (TILING_KEY_IS(0)) {
-    Run<float, float>(tilingData, gradOut, input, mean, invstd, sumDy, sumDyXmu, gradWeight, gradBias, workspace);
-  } else if (TILING_KEY_IS(1)) {
-    Run<half, float>(tilingData, gradOut, input, mean, invstd, sumDy, sumDyXmu, gradWeight, gradBias, workspace);
-  } else if (TILING_KEY_IS(2)) {
-    Run<bfloat16_t, float>(tilingData, gradOut, input, mean, invstd, sumDy, sumDyXmu, gradWeight, gradBias, workspace);
-  } else if (TILING_KEY_IS(11)) {
-    Run<half, half>(tilingData, gradOut, input, mean, invstd, sumDy, sumDyXmu, gradWeight, gradBias, workspace);
-  }
+  BN_CASE(0, float, float, float)
+  BN_CASE(1, half, float, float)
+  BN_CASE(2, bfloat16_t, float, float)
+  BN_CASE(3, float, half, float)
+  BN_CASE(4, half, half, half)
+  BN_CASE(5, bfloat16_t, half, float)
+  BN_CASE(6, float, bfloat16_t, float)
+  BN_CASE(7, half, bfloat16_t, float)
+  BN_CASE(8, bfloat16_t, bfloat16_t, float)
 }

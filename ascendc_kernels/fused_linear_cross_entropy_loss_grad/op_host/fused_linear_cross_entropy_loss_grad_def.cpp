@@ -1,8 +1,22 @@
-// CANN side of the logits-gradient kernel of fused_linear_cross_entropy_loss_grad (built
-// only by build.sh with ASCEND_HOME_PATH set; not compiled in this repository's CI).
-// The registered op computes G for one chunk of rows, given the chunk's P source
-// (softmax rows, or the logits of the chunk's x·wᵀ GEMM). The whole operator is the host
-// composition described in ../README.md: per chunk, GEMM -> this op -> two GEMMs.
+// CANN side of AscendOpsFusedLinearCrossEntropyLossGrad (built only by build.sh with
+// ASCEND_HOME_PATH set; not compiled in this repository's CI): the OpDef, InferShape/
+// InferDataType and the TilingFunc wrapper around the plain C++ tiling function.
+//
+// The op type is ours (never CANN's built-in FusedLinearCrossEntropyLossGrad); inputs,
+// optionality, the attribute and dtypes are those of aclnnFusedLinearCrossEntropyLossGrad:
+// grad f32 [BT]; input/weight f16|bf16 [BT,H]/[V,H]; target_mask uint8 bit-packed;
+// masked_target int32|int64 [BT]; label_smoothing; logits_max/sum_exp_logits f32 [BT]
+// (memory-saving mode) or softmax f32 [BT,V] (high-performance mode); input_grad and
+// weight_grad in input's dtype. The kernel (the MIX cube + vector kernel of op_kernel/)
+// takes the inputs and outputs in this order, then workspace and tiling. The same list
+// is in ../../ascend_ops.json (msopgen).
+//
+// Note on the generated aclnn prototype: CANN generates attributes between the inputs and
+// the outputs, so aclnnAscendOpsFusedLinearCrossEntropyLossGradGetWorkspaceSize takes
+// labelSmoothing after softmaxOptional, where the built-in takes it after maskedTarget
+// (see ../README.md, "One package").
+#include <cstring>
+
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 
@@ -10,19 +24,27 @@
 
 namespace optiling {
 
+enum FlceInput : size_t { kGrad = 0, kInput, kWeight, kTargetMask, kMaskedTarget, kLogitsMax, kSumExpLogits, kSoftmax };
+
 static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingContext* context) {
-  const auto* attrs = context->GetAttrs();
-  const int64_t rowBegin = *attrs->GetAttrPointer<int64_t>(0);
-  const gert::Shape& source = context->GetInputShape(1)->GetStorageShape();   // [rows, V]
-  const gert::Shape& grad = context->GetInputShape(0)->GetStorageShape();     // [BT]
-  const bool memorySaving = context->GetOptionalInputShape(4) != nullptr;
-  ascend_ops_kernels::FusedLinearCrossEntropyLossGradShape shape{
-      static_cast<uint64_t>(grad.GetDim(0)), 0, static_cast<uint64_t>(source.GetDim(1)),
-      context->GetOutputDesc(0)->GetDataType() == ge::DT_BF16 ? ascend_ops_kernels::kBFloat16
-                                                             : ascend_ops_kernels::kFloat16,
-      memorySaving ? ascend_ops_kernels::kMemorySaving : ascend_ops_kernels::kHighPerformance,
-      context->GetInputDesc(2)->GetDataType() == ge::DT_UINT8,
-      context->GetInputDesc(3)->GetDataType() == ge::DT_INT64, 0};
+  const float labelSmoothing = *context->GetAttrs()->GetAttrPointer<float>(0);
+  if (labelSmoothing != 0.0f) return ge::GRAPH_FAILED;  // SPEC §1: only 0.0 is supported
+  const bool highPerformance = context->GetOptionalInputShape(kSoftmax) != nullptr;
+  const bool memorySaving = context->GetOptionalInputShape(kLogitsMax) != nullptr &&
+                            context->GetOptionalInputShape(kSumExpLogits) != nullptr;
+  if (highPerformance == memorySaving) return ge::GRAPH_FAILED;  // exactly one mode's inputs
+
+  const gert::Shape& input = context->GetInputShape(kInput)->GetStorageShape();    // [BT, H]
+  const gert::Shape& weight = context->GetInputShape(kWeight)->GetStorageShape();  // [V, H]
+  ascend_ops_kernels::FusedLinearCrossEntropyLossGradShape shape{};
+  shape.bt = static_cast<uint64_t>(input.GetDim(0));
+  shape.h = static_cast<uint64_t>(input.GetDim(1));
+  shape.v = static_cast<uint64_t>(weight.GetDim(0));
+  shape.dtype = context->GetInputDesc(kInput)->GetDataType() == ge::DT_BF16 ? ascend_ops_kernels::kBFloat16
+                                                                           : ascend_ops_kernels::kFloat16;
+  shape.mode = memorySaving ? ascend_ops_kernels::kMemorySaving : ascend_ops_kernels::kHighPerformance;
+  shape.maskPacked = true;  // the op takes the bit-packed uint8 mask only
+  shape.target64 = context->GetInputDesc(kMaskedTarget)->GetDataType() == ge::DT_INT64;
 
   auto ascendc = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
   uint64_t ub = 0;
@@ -31,25 +53,34 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   platform.ubBytes = static_cast<uint32_t>(ub);
   platform.vectorCores = ascendc.GetCoreNumAiv();
   platform.aiCores = ascendc.GetCoreNumAic();
+  // The cube buffers the tiling checks its Matmul tilings against, as the chip reports them.
+  uint64_t l1 = 0, l0a = 0, l0b = 0, l0c = 0;
+  ascendc.GetCoreMemSize(platform_ascendc::CoreMemType::L1, l1);
+  ascendc.GetCoreMemSize(platform_ascendc::CoreMemType::L0_A, l0a);
+  ascendc.GetCoreMemSize(platform_ascendc::CoreMemType::L0_B, l0b);
+  ascendc.GetCoreMemSize(platform_ascendc::CoreMemType::L0_C, l0c);
+  platform.l1Bytes = static_cast<uint32_t>(l1);
+  platform.l0aBytes = static_cast<uint32_t>(l0a);
+  platform.l0bBytes = static_cast<uint32_t>(l0b);
+  platform.l0cBytes = static_cast<uint32_t>(l0c);
 
-  // One chunk: the caller's source holds exactly the chunk's rows.
-  ascend_ops_kernels::FusedLinearCrossEntropyLossGradTiling whole =
-      ascend_ops_kernels::TileFusedLinearCrossEntropyLossGrad(shape, platform);
-  if (!whole.error.empty()) return ge::GRAPH_FAILED;
-  whole.chunkRows = static_cast<uint64_t>(source.GetDim(0));
-  FusedLinearCrossEntropyLossGradTilingData data = ascend_ops_kernels::TileFlceChunk(shape, whole, 0, platform);
-  data.rowBegin = static_cast<uint64_t>(rowBegin);
-  data.rows = static_cast<uint64_t>(source.GetDim(0));
-  data.tasks = data.rows * data.colTiles;
-  data.usedCores = static_cast<uint32_t>(ascend_ops_kernels::Min(platform.vectorCores, data.tasks));
-
-  context->SetBlockDim(data.usedCores);
-  context->SetTilingKey(whole.tilingKey);
+  // The plain C++ tiling (fused_linear_cross_entropy_loss_grad_tiling.h), the one the
+  // simulator runs: the POD tiling data, the tiling key, the cube cores to launch (the
+  // MIX kernel's blockDim counts AI cores, each one AIC + 2 AIV) and the user workspace.
+  const auto tiling = ascend_ops_kernels::TileFusedLinearCrossEntropyLossGrad(shape, platform);
+  // BT = 0 or H = 0 gives no block: the adapter zero-fills the outputs without calling the
+  // op (op_plugin's FLCE adapter), so a tiling with no block is an error here, never
+  // SetBlockDim(0).
+  if (!tiling.error.empty() || tiling.blockDim == 0) return ge::GRAPH_FAILED;
+  context->SetBlockDim(tiling.blockDim);
+  context->SetTilingKey(tiling.tilingKey);
   auto* raw = context->GetRawTilingData();
-  std::memcpy(raw->GetData(), &data, sizeof(data));
-  raw->SetDataSize(sizeof(data));
+  std::memcpy(raw->GetData(), &tiling.data, sizeof(tiling.data));
+  raw->SetDataSize(sizeof(tiling.data));
   size_t* workspace = context->GetWorkspaceSizes(1);
-  workspace[0] = ascendc.GetLibApiWorkSpaceSize();
+  // The Matmul API's system part as the chip reports it, then the kernel's user part
+  // (GetUserWorkspace); the simulator reserves kFlceSysWorkspaceBytes for the former.
+  workspace[0] = ascendc.GetLibApiWorkSpaceSize() + tiling.data.userWorkspaceBytes;
   return ge::GRAPH_SUCCESS;
 }
 
@@ -58,7 +89,14 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
 namespace ge {
 
 static graphStatus FusedLinearCrossEntropyLossGradInferShape(gert::InferShapeContext* context) {
-  *context->GetOutputShape(0) = *context->GetInputShape(1);  // G has the source's [rows, V]
+  *context->GetOutputShape(0) = *context->GetInputShape(1);  // input_grad: input's [BT, H]
+  *context->GetOutputShape(1) = *context->GetInputShape(2);  // weight_grad: weight's [V, H]
+  return GRAPH_SUCCESS;
+}
+
+static graphStatus FusedLinearCrossEntropyLossGradInferDataType(gert::InferDataTypeContext* context) {
+  context->SetOutputDataType(0, context->GetInputDataType(1));
+  context->SetOutputDataType(1, context->GetInputDataType(1));
   return GRAPH_SUCCESS;
 }
 
@@ -66,33 +104,34 @@ static graphStatus FusedLinearCrossEntropyLossGradInferShape(gert::InferShapeCon
 
 namespace ops {
 
-class FusedLinearCrossEntropyLossGrad : public OpDef {
+class AscendOpsFusedLinearCrossEntropyLossGrad : public OpDef {
  public:
-  explicit FusedLinearCrossEntropyLossGrad(const char* name) : OpDef(name) {
-    // 8 combinations: G dtype x mask encoding x target dtype (mode follows the optional inputs).
-    const std::vector<ge::DataType> f32(8, ge::DT_FLOAT);
-    const std::vector<ge::DataType> mask = {ge::DT_UINT8, ge::DT_UINT8, ge::DT_UINT8, ge::DT_UINT8,
-                                            ge::DT_BOOL,  ge::DT_BOOL,  ge::DT_BOOL,  ge::DT_BOOL};
-    const std::vector<ge::DataType> target = {ge::DT_INT32, ge::DT_INT64, ge::DT_INT32, ge::DT_INT64,
-                                              ge::DT_INT32, ge::DT_INT64, ge::DT_INT32, ge::DT_INT64};
-    const std::vector<ge::DataType> g = {ge::DT_FLOAT16, ge::DT_FLOAT16, ge::DT_BF16, ge::DT_BF16,
-                                         ge::DT_FLOAT16, ge::DT_FLOAT16, ge::DT_BF16, ge::DT_BF16};
-    const std::vector<ge::Format> nd(8, ge::FORMAT_ND);
+  explicit AscendOpsFusedLinearCrossEntropyLossGrad(const char* name) : OpDef(name) {
+    // 4 combinations: input dtype (f16, bf16) x masked_target dtype (int32, int64).
+    const std::vector<ge::DataType> f32(4, ge::DT_FLOAT);
+    const std::vector<ge::DataType> half = {ge::DT_FLOAT16, ge::DT_FLOAT16, ge::DT_BF16, ge::DT_BF16};
+    const std::vector<ge::DataType> mask(4, ge::DT_UINT8);
+    const std::vector<ge::DataType> target = {ge::DT_INT32, ge::DT_INT64, ge::DT_INT32, ge::DT_INT64};
+    const std::vector<ge::Format> nd(4, ge::FORMAT_ND);
     this->Input("grad").ParamType(REQUIRED).DataType(f32).Format(nd);
-    this->Input("source").ParamType(REQUIRED).DataType(f32).Format(nd);
+    this->Input("input").ParamType(REQUIRED).DataType(half).Format(nd);
+    this->Input("weight").ParamType(REQUIRED).DataType(half).Format(nd);
     this->Input("target_mask").ParamType(REQUIRED).DataType(mask).Format(nd);
     this->Input("masked_target").ParamType(REQUIRED).DataType(target).Format(nd);
     this->Input("logits_max").ParamType(OPTIONAL).DataType(f32).Format(nd);
     this->Input("sum_exp_logits").ParamType(OPTIONAL).DataType(f32).Format(nd);
-    this->Output("grad_logits").ParamType(REQUIRED).DataType(g).Format(nd);
-    this->Attr("row_begin").AttrType(OPTIONAL).Int(0);
-    this->SetInferShape(ge::FusedLinearCrossEntropyLossGradInferShape);
+    this->Input("softmax").ParamType(OPTIONAL).DataType(f32).Format(nd);
+    this->Output("input_grad").ParamType(REQUIRED).DataType(half).Format(nd);
+    this->Output("weight_grad").ParamType(REQUIRED).DataType(half).Format(nd);
+    this->Attr("label_smoothing").AttrType(OPTIONAL).Float(0.0);
+    this->SetInferShape(ge::FusedLinearCrossEntropyLossGradInferShape)
+        .SetInferDataType(ge::FusedLinearCrossEntropyLossGradInferDataType);
     this->AICore().SetTiling(optiling::FusedLinearCrossEntropyLossGradTilingFunc);
     this->AICore().AddConfig("ascend910b");
     this->AICore().AddConfig("ascend910_93");
   }
 };
 
-OP_ADD(FusedLinearCrossEntropyLossGrad);
+OP_ADD(AscendOpsFusedLinearCrossEntropyLossGrad);
 
 }  // namespace ops

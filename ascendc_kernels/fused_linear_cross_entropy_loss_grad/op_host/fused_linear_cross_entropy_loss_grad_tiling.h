@@ -61,6 +61,24 @@ inline FlceMatmulTiling FlceMm(int32_t m, int32_t n, int32_t k, int32_t baseM, i
   return t;
 }
 
+// What the three Matmuls need of the cube core's buffers (half operands, fp32 C): each
+// one's base blocks in L0A/L0B/L0C, and all three objects' L1 depths together (they are
+// registered at once). Empty when the platform's buffers hold them.
+inline std::string FlceCubeBufferError(const FlceMatmulTiling* mms, int count, const PlatformFacts& platform) {
+  uint64_t l1 = 0;
+  for (int i = 0; i < count; ++i) {
+    const FlceMatmulTiling& m = mms[i];
+    const uint64_t l0a = uint64_t(m.baseM) * m.baseK * 2 * m.dbL0A, l0b = uint64_t(m.baseN) * m.baseK * 2 * m.dbL0B;
+    const uint64_t l0c = uint64_t(m.baseM) * m.baseN * 4 * m.dbL0C;
+    if (l0a > platform.l0aBytes) return "a Matmul base block needs " + std::to_string(l0a) + " bytes of L0A, the platform has " + std::to_string(platform.l0aBytes);
+    if (l0b > platform.l0bBytes) return "a Matmul base block needs " + std::to_string(l0b) + " bytes of L0B, the platform has " + std::to_string(platform.l0bBytes);
+    if (l0c > platform.l0cBytes) return "a Matmul base block needs " + std::to_string(l0c) + " bytes of L0C, the platform has " + std::to_string(platform.l0cBytes);
+    l1 += (uint64_t(m.depthA1) * m.baseM + uint64_t(m.depthB1) * m.baseN) * m.baseK * 2;
+  }
+  if (l1 > platform.l1Bytes) return "the Matmuls need " + std::to_string(l1) + " bytes of L1, the platform has " + std::to_string(platform.l1Bytes);
+  return "";
+}
+
 inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad(
     const FusedLinearCrossEntropyLossGradShape& shape, const PlatformFacts& platform) {
   FusedLinearCrossEntropyLossGradTiling t{};
@@ -96,6 +114,9 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
   d.logitsMm = FlceMm(kFlceRowBlock, kFlceColBlock, h, 128, 256, 1);
   d.inputGradMm = FlceMm(kFlceRowBlock, h, kFlceColBlock, 128, 256, kFlceColBlock / 64);
   d.weightGradMm = FlceMm(kFlceColBlock, h, kFlceRowBlock, 256, 128, kFlceRowBlock / 64);
+  const FlceMatmulTiling mms[] = {d.logitsMm, d.inputGradMm, d.weightGradMm};
+  t.error = FlceCubeBufferError(mms, 3, platform);
+  if (!t.error.empty()) return t;
   t.blockDim = d.cubeCores;
   t.tilingKey = shape.mode + 2 * (shape.dtype == kBFloat16) + 4 * shape.maskPacked + 8 * shape.target64;
   t.sysWorkspaceBytes = empty ? 0 : kFlceSysWorkspaceBytes;

@@ -395,7 +395,7 @@ __aicore__ inline void Run(const FusedLinearCrossEntropyLossGradTilingData& tili
 // The CANN aclnn argument order: grad, input, weight, target_mask, masked_target,
 // logits_max, sum_exp_logits, softmax (absent optional tensors are null), the two
 // outputs, workspace, tiling.
-extern "C" __global__ __aicore__ void fused_linear_cross_entropy_loss_grad(
+extern "C" __global__ __aicore__ void ascend_ops_fused_linear_cross_entropy_loss_grad(
     GM_ADDR grad, GM_ADDR input, GM_ADDR weight, GM_ADDR targetMask, GM_ADDR maskedTarget, GM_ADDR logitsMax,
     GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad, GM_ADDR workspace,
     GM_ADDR tiling) {

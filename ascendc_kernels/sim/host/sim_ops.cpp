@@ -8,16 +8,20 @@
 #include <vector>
 
 #include "kernel_operator.h"
+#include "sim_matmul.h"
+#include "asim_abi.h"
 #include "../../batch_norm_reduce_backward/op_host/batch_norm_reduce_backward_tiling.h"
 #include "../../fused_linear_cross_entropy_loss_grad/op_host/fused_linear_cross_entropy_loss_grad_tiling.h"
 
-extern "C" void batch_norm_reduce_backward(GM_ADDR gradOut, GM_ADDR input, GM_ADDR mean, GM_ADDR invstd,
-                                           GM_ADDR weight, GM_ADDR sumDy, GM_ADDR sumDyXmu, GM_ADDR gradWeight,
-                                           GM_ADDR gradBias, GM_ADDR workspace, GM_ADDR tiling);
-extern "C" void fused_linear_cross_entropy_loss_grad(GM_ADDR grad, GM_ADDR input, GM_ADDR weight,
-                                                     GM_ADDR targetMask, GM_ADDR maskedTarget, GM_ADDR logitsMax,
-                                                     GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR inputGrad,
-                                                     GM_ADDR weightGrad, GM_ADDR workspace, GM_ADDR tiling);
+extern "C" void ascend_ops_batch_norm_reduce_backward(GM_ADDR gradOut, GM_ADDR input, GM_ADDR mean, GM_ADDR invstd,
+                                                      GM_ADDR weight, GM_ADDR sumDy, GM_ADDR sumDyXmu,
+                                                      GM_ADDR gradWeight, GM_ADDR gradBias, GM_ADDR workspace,
+                                                      GM_ADDR tiling);
+extern "C" void ascend_ops_fused_linear_cross_entropy_loss_grad(GM_ADDR grad, GM_ADDR input, GM_ADDR weight,
+                                                                GM_ADDR targetMask, GM_ADDR maskedTarget,
+                                                                GM_ADDR logitsMax, GM_ADDR sumExpLogits,
+                                                                GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad,
+                                                                GM_ADDR workspace, GM_ADDR tiling);
 
 namespace akn = ascend_ops_kernels;
 
@@ -65,20 +69,14 @@ sim::GmRegion Region(const void* p, uint64_t bytes, const char* name) {
   return sim::GmRegion{static_cast<const uint8_t*>(p), bytes, name};
 }
 
-akn::BatchNormReduceBackwardShape BnShape(uint64_t n, uint64_t c, uint64_t s, uint32_t dtype, int out_half,
+akn::BatchNormReduceBackwardShape BnShape(uint64_t n, uint64_t c, uint64_t s, uint32_t dtype, uint32_t stat_dtype,
                                           int input_g, int weight_g, int bias_g) {
-  return akn::BatchNormReduceBackwardShape{n, c, s, dtype, out_half != 0, input_g != 0, weight_g != 0, bias_g != 0};
+  return akn::BatchNormReduceBackwardShape{n, c, s, dtype, stat_dtype, input_g != 0, weight_g != 0, bias_g != 0};
 }
 
 }  // namespace
 
 extern "C" {
-
-struct AsimCounters {
-  uint64_t gm_read_bytes, gm_write_bytes, ub_high_water, vector_instructions, vector_repeats,
-      max_block_vector_repeats, cube_flops, block_dim, launches, max_core_cube_flops, cube_cores,
-      touched_data_bytes, touched_workspace_bytes;
-};
 
 const char* asim_last_error() { return t_error.c_str(); }
 
@@ -92,34 +90,36 @@ void asim_last_counters(AsimCounters* out) {
 
 // ---- batch_norm_reduce_backward -------------------------------------------------------
 
-int asim_batch_norm_reduce_backward_workspace_size(uint64_t n, uint64_t c, uint64_t s, uint32_t dtype, int out_half,
+int asim_batch_norm_reduce_backward_workspace_size(uint64_t n, uint64_t c, uint64_t s, uint32_t dtype,
+                                                   uint32_t stat_dtype,
                                                    int input_g, int weight_g, int bias_g, uint32_t vector_cores,
                                                    uint64_t* workspace_bytes) {
   return Guard([&] {
-    const auto t = akn::TileBatchNormReduceBackward(BnShape(n, c, s, dtype, out_half, input_g, weight_g, bias_g),
+    const auto t = akn::TileBatchNormReduceBackward(BnShape(n, c, s, dtype, stat_dtype, input_g, weight_g, bias_g),
                                                     Platform(vector_cores));
     if (!t.error.empty()) throw sim::SimError("batch_norm_reduce_backward tiling: " + t.error);
     *workspace_bytes = t.workspaceBytes;
   });
 }
 
-// mean and invstd are fp32 [C]; outputs not asked for may be null.
-int asim_batch_norm_reduce_backward(const void* grad_out, const void* input, const float* mean, const float* invstd,
+// mean and invstd are [C] of stat_dtype; outputs not asked for may be null (nothing is written there).
+int asim_batch_norm_reduce_backward(const void* grad_out, const void* input, const void* mean, const void* invstd,
                                     void* sum_dy, void* sum_dy_xmu, void* grad_weight, void* grad_bias,
                                     void* workspace, uint64_t workspace_bytes, uint64_t n, uint64_t c, uint64_t s,
-                                    uint32_t dtype, int out_half, int input_g, int weight_g, int bias_g,
+                                    uint32_t dtype, uint32_t stat_dtype, int input_g, int weight_g, int bias_g,
                                     uint32_t vector_cores) {
   return Guard([&] {
     t_counters = sim::LaunchCounters{};
     sim::RecordedLaunches().clear();
-    const auto t = akn::TileBatchNormReduceBackward(BnShape(n, c, s, dtype, out_half, input_g, weight_g, bias_g),
+    const auto t = akn::TileBatchNormReduceBackward(BnShape(n, c, s, dtype, stat_dtype, input_g, weight_g, bias_g),
                                                     Platform(vector_cores));
     if (!t.error.empty()) throw sim::SimError("batch_norm_reduce_backward tiling: " + t.error);
     if (workspace_bytes < t.workspaceBytes) throw sim::SimError("batch_norm_reduce_backward: workspace too small");
     const uint64_t data_bytes = n * c * s * akn::DtypeBytes(dtype);
-    const uint64_t out_bytes = c * (out_half ? 2 : 4);
+    const uint64_t out_bytes = c * (akn::BnOutputHalf(dtype, stat_dtype) ? 2 : 4);
+    const uint64_t stat_bytes = c * akn::DtypeBytes(stat_dtype);
     BatchNormReduceBackwardTilingData tiling = t.data;
-    std::vector<sim::GmRegion> regions = {Region(mean, c * 4, "mean"), Region(invstd, c * 4, "invstd"),
+    std::vector<sim::GmRegion> regions = {Region(mean, stat_bytes, "mean"), Region(invstd, stat_bytes, "invstd"),
                                           Region(&tiling, sizeof(tiling), "tiling")};
     if (data_bytes) {
       regions.push_back(Region(grad_out, data_bytes, "grad_out"));
@@ -130,10 +130,10 @@ int asim_batch_norm_reduce_backward(const void* grad_out, const void* input, con
     for (int i = 0; i < 4; ++i)
       if (outs[i]) regions.push_back(Region(outs[i], out_bytes, names[i]));
     if (t.workspaceBytes) regions.push_back(Region(workspace, t.workspaceBytes, "workspace"));
-    sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions};
+    sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions, Platform(vector_cores)};
     auto* tiling_gm = reinterpret_cast<GM_ADDR>(&tiling);
     const sim::LaunchCounters counters = ICPU_RUN_KF(
-        batch_norm_reduce_backward, t.blockDim, (GM_ADDR)grad_out, (GM_ADDR)input, (GM_ADDR)mean, (GM_ADDR)invstd,
+        ascend_ops_batch_norm_reduce_backward, t.blockDim, (GM_ADDR)grad_out, (GM_ADDR)input, (GM_ADDR)mean, (GM_ADDR)invstd,
         nullptr, (GM_ADDR)sum_dy, (GM_ADDR)sum_dy_xmu, (GM_ADDR)grad_weight, (GM_ADDR)grad_bias,
         (GM_ADDR)workspace, tiling_gm);
     // The tiling struct is host data the launch copies to the device, not GM traffic.
@@ -142,25 +142,6 @@ int asim_batch_norm_reduce_backward(const void* grad_out, const void* input, con
 }
 
 // ---- fused_linear_cross_entropy_loss_grad ---------------------------------------------
-
-struct AsimFlceArgs {
-  const float* grad;            // [BT]
-  const void* input;            // [BT, H]
-  const void* weight;           // [V, H]
-  const void* target_mask;      // packed uint8 [mask_bytes] or bool [BT]
-  uint64_t mask_bytes;
-  const void* masked_target;    // int32/int64 [BT]
-  const float* logits_max;      // [BT] or null (high-performance mode)
-  const float* sum_exp_logits;  // [BT] or null
-  const float* softmax;         // [BT, V] or null (memory-saving mode)
-  void* input_grad;             // [BT, H]
-  void* weight_grad;            // [V, H]
-  uint64_t bt, h, v;
-  uint32_t dtype;
-  int mask_packed;
-  int target64;
-  uint32_t ai_cores;            // cube cores (2 vector cores each); 0: the platform's
-};
 
 static akn::FusedLinearCrossEntropyLossGradShape FlceShape(const AsimFlceArgs& a) {
   return akn::FusedLinearCrossEntropyLossGradShape{
@@ -224,9 +205,9 @@ int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args, void* wo
     user.role = sim::GmRole::Workspace;
     regions.push_back(sys);
     regions.push_back(user);
-    sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions, sim::LaunchKind::MixAic1To2};
+    sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions, FlcePlatform(a.ai_cores), sim::LaunchKind::MixAic1To2};
     const sim::LaunchCounters counters = ICPU_RUN_KF(
-        fused_linear_cross_entropy_loss_grad, t.blockDim, (GM_ADDR)a.grad, (GM_ADDR)a.input, (GM_ADDR)a.weight,
+        ascend_ops_fused_linear_cross_entropy_loss_grad, t.blockDim, (GM_ADDR)a.grad, (GM_ADDR)a.input, (GM_ADDR)a.weight,
         (GM_ADDR)a.target_mask, (GM_ADDR)a.masked_target, (GM_ADDR)a.logits_max, (GM_ADDR)a.sum_exp_logits,
         (GM_ADDR)a.softmax, (GM_ADDR)a.input_grad, (GM_ADDR)a.weight_grad, (GM_ADDR)workspace,
         reinterpret_cast<GM_ADDR>(&tiling));

@@ -4,25 +4,16 @@
 
 #include "../../batch_norm_reduce_backward/op_host/batch_norm_reduce_backward_tiling.h"
 #include "../../fused_linear_cross_entropy_loss_grad/op_host/fused_linear_cross_entropy_loss_grad_tiling.h"
+#include "asim_abi.h"
 
 namespace akn = ascend_ops_kernels;
 
 extern "C" {
 
-struct AsimBnTiling {
-  BatchNormReduceBackwardTilingData data;
-  uint64_t tiling_key;
-  uint32_t block_dim;
-  uint64_t workspace_bytes;
-  uint32_t ub_bytes_per_element;
-  uint32_t fixed_ub_bytes;
-  char error[128];
-};
-
-void asim_batch_norm_reduce_backward_tiling(uint64_t n, uint64_t c, uint64_t s, uint32_t dtype, int out_half,
+void asim_batch_norm_reduce_backward_tiling(uint64_t n, uint64_t c, uint64_t s, uint32_t dtype, uint32_t stat_dtype,
                                             const akn::PlatformFacts* platform, AsimBnTiling* out) {
   const auto t = akn::TileBatchNormReduceBackward(
-      akn::BatchNormReduceBackwardShape{n, c, s, dtype, out_half != 0, true, true, true}, *platform);
+      akn::BatchNormReduceBackwardShape{n, c, s, dtype, stat_dtype, true, true, true}, *platform);
   out->data = t.data;
   out->tiling_key = t.tilingKey;
   out->block_dim = t.blockDim;
@@ -32,13 +23,6 @@ void asim_batch_norm_reduce_backward_tiling(uint64_t n, uint64_t c, uint64_t s, 
   std::strncpy(out->error, t.error.c_str(), sizeof(out->error) - 1);
   out->error[sizeof(out->error) - 1] = '\0';
 }
-
-struct AsimFlceTiling {
-  FusedLinearCrossEntropyLossGradTilingData data;
-  uint32_t block_dim;
-  uint64_t tiling_key, sys_workspace_bytes, workspace_bytes;
-  char error[128];
-};
 
 void asim_fused_linear_cross_entropy_loss_grad_tiling(uint64_t bt, uint64_t h, uint64_t v, uint32_t dtype,
                                                       uint32_t mode, int mask_packed, int target64,

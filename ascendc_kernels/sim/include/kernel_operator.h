@@ -20,7 +20,6 @@
   StructType var;                                            \
   std::memcpy(&var, (tiling), sizeof(StructType))
 #define TILING_KEY_IS(key) (sim::CurrentTilingKey() == static_cast<uint64_t>(key))
-#define KERNEL_TASK_TYPE_DEFAULT(type) sim::DeclareKernelType(type)
 
 // CANN's CPU debug launcher: run `kernel(args...)` on blockDim blocks, each in a thread.
 #define ICPU_RUN_KF(kernel, blockDim, ...) \
@@ -31,6 +30,7 @@ namespace sim {
 struct LaunchArgs {
   uint64_t tiling_key = 0;
   std::vector<GmRegion> regions;
+  SocSpec platform = Soc910B();          // the platform the host tiled for (core count included)
   LaunchKind kind = LaunchKind::Vector;  // MixAic1To2: blockDim AIC + 2 x blockDim AIV cores
 };
 LaunchArgs& NextLaunch();  // what the host sets before ICPU_RUN_KF
@@ -38,7 +38,7 @@ LaunchArgs& NextLaunch();  // what the host sets before ICPU_RUN_KF
 inline LaunchCounters RunKernel(const char* name, uint32_t block_dim, const std::function<void()>& body) {
   LaunchArgs args = NextLaunch();
   NextLaunch() = LaunchArgs{};
-  return RunBlocks(name, block_dim, args.tiling_key, args.regions, body, Soc910B(), args.kind);
+  return RunBlocks(name, block_dim, args.tiling_key, args.regions, body, args.platform, args.kind);
 }
 
 }  // namespace sim

@@ -40,14 +40,14 @@ namespace sim {
 template <typename T>
 void CheckUbAligned(const AscendC::LocalTensor<T>& t, const char* what) {
   const uint64_t off = reinterpret_cast<const uint8_t*>(t.Raw()) - Ctx().ub.data();
-  if (off % Ctx().launch->soc->block_bytes != 0)
+  if (off % Ctx().launch->soc->blockBytes != 0)
     Fail(std::string(what) + " UB address (offset " + std::to_string(off) + ") is not 32-byte aligned");
 }
 
 template <typename T>
 void CheckDataCopyCount(uint32_t count) {
   const uint64_t bytes = uint64_t(count) * sizeof(T);
-  if (count == 0 || bytes % Ctx().launch->soc->block_bytes != 0)
+  if (count == 0 || bytes % Ctx().launch->soc->blockBytes != 0)
     Fail("DataCopy of " + std::to_string(count) + " elements (" + std::to_string(bytes) +
          " bytes) is not a positive multiple of 32 bytes (use DataCopyPad for unaligned lengths)");
 }
@@ -96,7 +96,7 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
   sim::CallScope scope("DataCopyPad(GM->UB)");
   const auto& p = dataCopyParams;
   sim::CheckPadParams<T>(p);
-  const uint32_t block = sim::Ctx().launch->soc->block_bytes;
+  const uint32_t block = sim::Ctx().launch->soc->blockBytes;
   if (padParams.leftPadding * sizeof(T) > block || padParams.rightPadding * sizeof(T) > block)
     sim::Fail("leftPadding/rightPadding may not exceed 32 bytes");
   sim::CheckUbAligned(dst, "destination");
@@ -132,7 +132,7 @@ void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const Da
   sim::CallScope scope("DataCopyPad(UB->GM)");
   const auto& p = dataCopyParams;
   sim::CheckPadParams<T>(p);
-  const uint32_t block = sim::Ctx().launch->soc->block_bytes;
+  const uint32_t block = sim::Ctx().launch->soc->blockBytes;
   sim::CheckUbAligned(src, "source");
   const uint32_t row_bytes = sim::RoundUp(p.blockLen, block);
   const uint64_t ub_pitch = row_bytes + uint64_t(p.srcStride) * block;

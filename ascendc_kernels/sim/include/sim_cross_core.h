@@ -14,37 +14,17 @@
 #include "sim_runtime.h"
 #include "sim_sync.h"
 
-enum KernelMetaType : uint8_t {
-  KERNEL_TYPE_AIV_ONLY = 0,
-  KERNEL_TYPE_AIC_ONLY,
-  KERNEL_TYPE_MIX_AIV_1_0,
-  KERNEL_TYPE_MIX_AIC_1_0,
-  KERNEL_TYPE_MIX_AIC_1_1,
-  KERNEL_TYPE_MIX_AIC_1_2,
-};
+// The kernel types (KernelMetaType) and KERNEL_TASK_TYPE_DEFAULT live in sim_sync.h.
 
 namespace sim {
 
 inline bool IsAic() { return Ctx().core == CoreKind::Aic; }
 inline bool IsMix() { return Ctx().launch->kind == LaunchKind::MixAic1To2; }
 
-// KERNEL_TASK_TYPE_DEFAULT: the launch must run the cores the kernel declares.
-inline void DeclareKernelType(KernelMetaType type) {
-  CallScope scope("KERNEL_TASK_TYPE_DEFAULT");
-  const bool mix = IsMix();
-  if (type == KERNEL_TYPE_MIX_AIC_1_2 && !mix)
-    Fail("the kernel declares KERNEL_TYPE_MIX_AIC_1_2 but was launched on vector cores only");
-  if (type == KERNEL_TYPE_MIX_AIC_1_1 || type == KERNEL_TYPE_MIX_AIC_1_0 || type == KERNEL_TYPE_AIC_ONLY)
-    Fail("kernel type " + std::to_string(int(type)) + " is not modelled by the simulator (MIX 1:2 and vector only)");
-  if (type != KERNEL_TYPE_MIX_AIC_1_2 && mix)
-    Fail("the launch runs AIC and AIV cores (MIX 1:2) but the kernel declares type " + std::to_string(int(type)));
-  Ctx().kernel_type_declared = true;
-}
-
 inline void RequireMix(const char* what) {
   if (!IsMix()) Fail(std::string(what) + " needs a MIX kernel (KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2)); "
                      "this launch runs vector cores only");
-  if (!Ctx().kernel_type_declared)
+  if (Ctx().kernel_type < 0)
     Fail(std::string(what) + " before KERNEL_TASK_TYPE_DEFAULT: declare the MIX kernel type first");
 }
 

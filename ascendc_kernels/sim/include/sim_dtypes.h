@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace AscendC {
 
@@ -122,6 +123,20 @@ U RoundTo(float x, AscendC::RoundMode mode) {
       break;
     }
   }
+  return r;
+}
+
+}  // namespace sim
+
+namespace sim {
+
+// Cast to half/bfloat16_t saturates by default on the hardware: a finite value beyond
+// the type's range becomes its largest finite value (with the sign), not inf.
+template <typename U>
+U Saturate(U r, float x) {
+  if (std::isinf(x) || std::isnan(x)) return r;
+  if ((r.bits & 0x7fffu) == (std::is_same<U, half>::value ? 0x7c00u : 0x7f80u))
+    return U::FromBits(static_cast<uint16_t>((r.bits & 0x8000u) | (std::is_same<U, half>::value ? 0x7bffu : 0x7f7fu)));
   return r;
 }
 

@@ -11,28 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "../../common/platform.h"
+#include "sim_pipes.h"
 #include "sim_race.h"
-
 namespace sim {
 
-// Hardware facts the kernels and tilings are written against (never literals in code).
-struct SocSpec {
-  const char* name;
-  uint32_t ub_bytes;          // Unified Buffer per vector core
-  uint32_t block_bytes;       // DataCopy granule
-  uint32_t repeat_bytes;      // one vector instruction repeat
-  uint32_t ai_cores;          // cube cores
-  uint32_t vector_cores;      // 2 per AI core on A2/A3
-  double hbm_bytes_per_s;     // modelling assumptions for the report
-  double cube_fp16_flops;
-  double vector_clock_hz;     // one repeat per cycle per vector core
-  // Cube core buffers (the Matmul API's capacity rules) and the shared L2 cache.
-  uint32_t l1_bytes;
-  uint32_t l0a_bytes;
-  uint32_t l0b_bytes;
-  uint32_t l0c_bytes;
-  uint64_t l2_bytes;
-};
+// Hardware facts: the one description in common/platform.h, shared with the tilings.
+using SocSpec = ascend_ops_kernels::PlatformFacts;
 
 const SocSpec& Soc910B();
 
@@ -96,7 +81,9 @@ struct BlockContext {
   uint64_t ub_used = 0;     // bytes handed out by TPipe::InitBuffer
   BlockCounters counters;
   std::string deferred_error;  // found in a destructor, raised when the kernel returns
-  int64_t flags[16][8] = {};   // SetFlag minus WaitFlag per (HardEvent, event id)
+  PipeState pipes;             // flags, event IDs, per-pipe progress, UB shadow (sim_pipes.h)
+  int32_t kernel_type = -1;    // KERNEL_TASK_TYPE_DEFAULT, -1 when the kernel declares none
+  void* tpipe = nullptr;       // the block's TPipe (GetTPipePtr), null before one is built
   CoreKind core = CoreKind::Aiv;
   uint32_t group = 0;          // the AI core this block belongs to (MIX launches)
   uint32_t sub_block = 0;      // 0 or 1: which AIV of its group
@@ -104,7 +91,6 @@ struct BlockContext {
   const uint8_t* sys_workspace = nullptr;  // SetSysWorkspace
   uint32_t matmul_objects = 0;             // REGIST_MATMUL_OBJ registrations
   uint64_t matmul_l1_bytes = 0;            // L1 the registered Matmul objects reserve
-  bool kernel_type_declared = false;
   uint32_t thread = 0;         // index of this core's thread in the launch (race reports)
   VectorClock clock;           // happens-before: this core's vector clock
   bool atomic_store = false;   // set while the Matmul fixpipe adds into GM
@@ -156,7 +142,7 @@ struct Launch {
   std::string kernel;
   uint32_t block_dim;
   uint64_t tiling_key;
-  const SocSpec* soc;
+  const SocSpec* soc;  // the platform the launch runs on (the tiling's, core count included)
   std::vector<GmRegion> regions;
   LaunchKind kind = LaunchKind::Vector;
   uint32_t threads = 0;     // cores simulated: block_dim, or 3 x block_dim for MIX 1:2

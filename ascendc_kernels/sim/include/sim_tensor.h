@@ -12,6 +12,7 @@
 
 #include "sim_dtypes.h"
 #include "sim_runtime.h"
+#include "sim_sync.h"
 
 #define __aicore__
 #define __global__
@@ -27,7 +28,12 @@ using QuePosition = TPosition;
 
 namespace sim {
 
-enum class Owner : uint8_t { None, Mte2, Vector, Mte3, Freed };
+enum class Owner : uint8_t { None, Mte2, Vector, Mte3, Freed, Scalar };
+
+// The pipe an access runs on (the scalar unit may touch what the vector side holds).
+inline Pipe PipeOfOwner(Owner o) {
+  return o == Owner::Mte2 ? kPipeMte2 : o == Owner::Mte3 ? kPipeMte3 : o == Owner::Scalar ? kPipeS : kPipeV;
+}
 
 inline const char* OwnerName(Owner o) {
   switch (o) {
@@ -36,6 +42,7 @@ inline const char* OwnerName(Owner o) {
     case Owner::Vector: return "the vector pipe";
     case Owner::Mte3: return "MTE3 (DeQue'd for copy-out)";
     case Owner::Freed: return "nobody (freed by FreeTensor)";
+    case Owner::Scalar: return "the scalar unit";
   }
   return "?";
 }
@@ -48,6 +55,7 @@ struct QueSlot {
   uint64_t generation = 0;
   Owner owner = Owner::Freed;
   bool in_queue = false;
+  PipeClock released{};  // the view EnQue (producer) or FreeTensor (consumer) handed over
 };
 
 enum class Access : uint8_t { Read, Write };
@@ -63,11 +71,11 @@ class LocalTensor {
 
   // Element access from the scalar unit.
   T GetValue(uint32_t index) const {
-    Check(index, 1, sim::Owner::Vector, sim::Access::Read, "LocalTensor::GetValue");
+    Check(index, 1, sim::Owner::Scalar, sim::Access::Read, "LocalTensor::GetValue");
     return data_[index];
   }
   void SetValue(uint32_t index, T value) const {
-    Check(index, 1, sim::Owner::Vector, sim::Access::Write, "LocalTensor::SetValue");
+    Check(index, 1, sim::Owner::Scalar, sim::Access::Write, "LocalTensor::SetValue");
     data_[index] = value;
   }
   LocalTensor operator[](uint32_t offset) const {
@@ -94,7 +102,8 @@ class LocalTensor {
   }
 
   // --- simulator internals (not AscendC API) ---
-  // Checks that [index, index + count) lies in the tensor and that `pipe` may access it.
+  // Checks that [index, index + count) lies in the tensor, that `pipe` may access it, and
+  // that the access is ordered after the other pipes' accesses to the same UB (sim_pipes.h).
   void Check(uint64_t index, uint64_t count, sim::Owner pipe, sim::Access access, const char* call) const {
     sim::CallScope scope(call);
     if (data_ == nullptr) sim::Fail("LocalTensor used before it was allocated");
@@ -104,11 +113,15 @@ class LocalTensor {
         << " elements";
       sim::Fail(s.str());
     }
-    if (slot_ == nullptr) return;  // TBuf memory: owned by the vector pipe throughout
+    if (slot_ != nullptr) CheckSlot(pipe, access);
+    sim::PipeAccess(sim::PipeOfOwner(pipe), data_ + index, count * sizeof(T), access == sim::Access::Write);
+  }
+  void CheckSlot(sim::Owner pipe, sim::Access access) const {
     if (slot_->generation != generation_ || slot_->owner == sim::Owner::Freed)
       sim::Fail("LocalTensor accessed after FreeTensor");
     if (slot_->in_queue) sim::Fail("LocalTensor accessed while enqueued (call DeQue first)");
-    if (slot_->owner != pipe) {
+    const sim::Owner as = pipe == sim::Owner::Scalar ? sim::Owner::Vector : pipe;  // S works on V's tensors
+    if (slot_->owner != as) {
       const char* verb = access == sim::Access::Read ? "read" : "written";
       std::string hint = pos_ == TPosition::VECIN && pipe == sim::Owner::Vector
                              ? " (read before EnQue/DeQue)"
@@ -116,7 +129,10 @@ class LocalTensor {
                              ? " (copied out before EnQue/DeQue)"
                              : "";
       sim::Fail(std::string("LocalTensor ") + verb + " by " +
-                (pipe == sim::Owner::Vector ? "the vector pipe" : pipe == sim::Owner::Mte2 ? "MTE2" : "MTE3") +
+                (pipe == sim::Owner::Vector ? "the vector pipe"
+                 : pipe == sim::Owner::Scalar ? "the scalar unit"
+                 : pipe == sim::Owner::Mte2  ? "MTE2"
+                                             : "MTE3") +
                 " while owned by " + sim::OwnerName(slot_->owner) + hint);
     }
   }
@@ -221,6 +237,7 @@ class TQue {
         ++s.generation;
         s.owner = pos == TPosition::VECIN ? sim::Owner::Mte2 : sim::Owner::Vector;
         s.in_queue = false;
+        sim::PipeMerge(Producer(), s.released);  // waits for the previous user's FreeTensor
         auto* data = reinterpret_cast<T*>(sim::Ctx().ub.data() + s.offset);
         return LocalTensor<T>::Make(data, s.bytes / sizeof(T), &s, s.generation, pos);
       }
@@ -238,6 +255,7 @@ class TQue {
       sim::Fail("queue used beyond its depth " + std::to_string(depth) + ": EnQue on a full queue");
     s->in_queue = true;
     s->owner = sim::Owner::None;
+    s->released = sim::PipeView(Producer());
     fifo_.push_back(s);
     return true;
   }
@@ -250,6 +268,7 @@ class TQue {
     fifo_.erase(fifo_.begin());
     s->in_queue = false;
     s->owner = pos == TPosition::VECIN ? sim::Owner::Vector : sim::Owner::Mte3;
+    sim::PipeMerge(Consumer(), s->released);
     auto* data = reinterpret_cast<T*>(sim::Ctx().ub.data() + s->offset);
     return LocalTensor<T>::Make(data, s->bytes / sizeof(T), s, s->generation, pos);
   }
@@ -260,6 +279,7 @@ class TQue {
     sim::QueSlot* s = Own(tensor);
     if (s->in_queue) sim::Fail("FreeTensor on a tensor still enqueued");
     s->owner = sim::Owner::Freed;
+    s->released = sim::PipeView(Consumer());
   }
 
   // --- simulator internals ---
@@ -273,6 +293,9 @@ class TQue {
   bool Initialised() const { return !slots_.empty(); }
 
  private:
+  // VECIN: MTE2 fills, V consumes; VECOUT: V fills, MTE3 drains; VECCALC: V both.
+  static sim::Pipe Producer() { return pos == TPosition::VECIN ? sim::kPipeMte2 : sim::kPipeV; }
+  static sim::Pipe Consumer() { return pos == TPosition::VECOUT ? sim::kPipeMte3 : sim::kPipeV; }
   static const char* PositionName() {
     return pos == TPosition::VECIN ? "VECIN" : pos == TPosition::VECOUT ? "VECOUT" : "VECCALC";
   }
@@ -290,7 +313,8 @@ class TQue {
   std::vector<sim::QueSlot*> fifo_;
 };
 
-// Scratch memory for the vector pipe (no queue discipline, no ownership checks).
+// Scratch memory with no queue discipline: any pipe may use it, and the pipe model
+// (sim_pipes.h) checks that its users synchronise.
 template <TPosition pos = TPosition::VECCALC>
 class TBuf {
  public:
@@ -319,14 +343,58 @@ using TEventID = int8_t;
 // core's UB.
 class TPipe {
  public:
-  TPipe() = default;
+  TPipe() {
+    if (sim::InKernel()) sim::Ctx().tpipe = this;
+  }
   TPipe(const TPipe&) = delete;
+  ~TPipe() {
+    if (!sim::InKernel()) return;
+    sim::BlockContext& c = sim::Ctx();
+    if (c.tpipe == this) c.tpipe = nullptr;
+    for (int e = 0; e < sim::kHardEvents; ++e)
+      if (c.pipes.allocated[e]) {
+        sim::CallScope scope("kernel end");
+        sim::Defer(std::string("AllocEventID without ReleaseEventID (HardEvent::") +
+                   sim::PipesOf(static_cast<HardEvent>(e)).name + ")");
+        return;
+      }
+  }
 
-  // An event id for SetFlag/WaitFlag the framework does not hold. The simulator runs no
-  // framework code beside the kernel and models no AllocEventID, so every id is free: 0.
+  // Event IDs (A2/A3: 0..7 per HardEvent). AllocEventID reserves one until ReleaseEventID;
+  // FetchEventID names one that is free now without reserving it.
   template <HardEvent evt>
-  TEventID FetchEventID() { return 0; }
-  TEventID FetchEventID(HardEvent) { return 0; }
+  TEventID AllocEventID() {
+    sim::CallScope scope("TPipe::AllocEventID");
+    uint8_t& taken = sim::Ctx().pipes.allocated[static_cast<int>(evt)];
+    for (int id = 0; id < sim::kEventIds; ++id)
+      if (!((taken >> id) & 1u)) {
+        taken = static_cast<uint8_t>(taken | (1u << id));
+        return static_cast<TEventID>(id);
+      }
+    sim::Fail(std::string("all event IDs of HardEvent::") + sim::PipesOf(evt).name + " are allocated");
+  }
+  template <HardEvent evt>
+  void ReleaseEventID(TEventID id) {
+    sim::CallScope scope("TPipe::ReleaseEventID");
+    sim::CheckEventId(id);
+    uint8_t& taken = sim::Ctx().pipes.allocated[static_cast<int>(evt)];
+    if (!((taken >> id) & 1u))
+      sim::Fail("ReleaseEventID of event ID " + std::to_string(id) + " that AllocEventID did not hand out");
+    taken = static_cast<uint8_t>(taken & ~(1u << id));
+  }
+  template <HardEvent evt>
+  TEventID FetchEventID() { return FetchEventID(evt); }
+  TEventID FetchEventID(HardEvent evt) {
+    sim::CallScope scope("TPipe::FetchEventID");
+    sim::PipeState& ps = sim::Ctx().pipes;
+    const int e = static_cast<int>(evt);
+    for (int id = 0; id < sim::kEventIds; ++id)
+      if (!((ps.allocated[e] >> id) & 1u)) {
+        ps.fetched[e] = static_cast<uint8_t>(ps.fetched[e] | (1u << id));
+        return static_cast<TEventID>(id);
+      }
+    sim::Fail(std::string("no free event ID of HardEvent::") + sim::PipesOf(evt).name);
+  }
 
   template <TPosition pos, int32_t depth>
   bool InitBuffer(TQue<pos, depth>& que, uint8_t num, uint32_t len) {
@@ -347,16 +415,16 @@ class TPipe {
 
  private:
   static uint32_t Align(uint32_t len) {
-    const uint32_t b = sim::Ctx().launch->soc->block_bytes;
+    const uint32_t b = sim::Ctx().launch->soc->blockBytes;
     return (len + b - 1) / b * b;
   }
   uint64_t Take(uint64_t bytes) {
     sim::BlockContext& c = sim::Ctx();
-    const uint64_t capacity = c.launch->soc->ub_bytes;
+    const uint64_t capacity = c.launch->soc->ubBytes;
     if (c.ub_used + bytes > capacity) {
       std::ostringstream s;
       s << "UB overflow: " << c.ub_used << " bytes in use + " << bytes << " requested > " << capacity
-        << " bytes of UB on " << c.launch->soc->name;
+        << " bytes of UB";
       sim::Fail(s.str());
     }
     const uint64_t offset = c.ub_used;
@@ -365,5 +433,12 @@ class TPipe {
     return offset;
   }
 };
+
+// The block's TPipe (CANN keeps a global pointer to the pipe the kernel constructed).
+inline TPipe* GetTPipePtr() {
+  sim::CallScope scope("GetTPipePtr");
+  if (sim::Ctx().tpipe == nullptr) sim::Fail("GetTPipePtr before a TPipe was constructed");
+  return static_cast<TPipe*>(sim::Ctx().tpipe);
+}
 
 }  // namespace AscendC

@@ -14,7 +14,7 @@ namespace {
 
 enum Bug : int32_t {
   kNone = 0,
-  kUbOverflow,         // InitBuffer beyond the core's 192 KiB
+  kUbOverflow,         // InitBuffer of the whole UB on top of the queues
   kUnalignedCopy,      // DataCopy of 7 floats (28 bytes)
   kQueueDepth,         // a third AllocTensor from a queue with two buffers
   kReadBeforeDeque,    // vector op on a VECIN tensor that was never EnQue'd/DeQue'd
@@ -28,6 +28,18 @@ enum Bug : int32_t {
   kEnQueFull,          // a second EnQue on a depth-1 queue before any DeQue
   kPadTooWide,         // DataCopyPad with 36 bytes of right padding
   kWideningRound,      // Cast half -> float with a round mode
+  // The TBuf round trip below (x -> TBuf -> x2 -> scalar touch -> y) without one flag:
+  kTbufNoMte2V,        // vector reads what MTE2 copied in
+  kTbufNoVS,           // scalar reads what the vector pipe wrote
+  kTbufNoSMte3,        // MTE3 copies out what the scalar unit wrote
+  kTbufNoVMte3,        // MTE3 copies out what the vector pipe wrote
+  kHardCodedEventId,   // SetFlag/WaitFlag with a literal event ID in a TPipe kernel
+  kBf16Arithmetic,     // Muls on bfloat16_t operands (A2/A3: half or float only)
+  kDoubleScalar,       // Muls of a float tensor by a double
+  kPartialOverlap,     // Muls with dst 32 bytes into its source
+  kReduceSumScratch,   // ReduceSum of 64 floats with a 4-element sharedTmpBuffer (needs 8)
+  kAllocWithoutRelease,  // AllocEventID with no ReleaseEventID before the kernel ends
+  kStaleFetchedId,     // one FetchEventID answer used for two SetFlags
 };
 
 constexpr uint32_t kElems = 64;
@@ -41,9 +53,11 @@ class ScaleKernel {
     yGm_.SetGlobalBuffer((__gm__ float*)y + block * kElems, kElems);
     pipe_.InitBuffer(inQue_, 2, kElems * sizeof(float));
     pipe_.InitBuffer(outQue_, 2, kElems * sizeof(float));
-    if (bug_ == kUbOverflow) pipe_.InitBuffer(extra_, 192 * 1024);
+    if (bug_ == kUbOverflow) pipe_.InitBuffer(extra_, ascend_ops_kernels::kAscend910B.ubBytes);
     if (bug_ == kEnQueFull) pipe_.InitBuffer(shallowQue_, 2, kElems * sizeof(float));
-    if (bug_ == kWideningRound) pipe_.InitBuffer(extra_, kElems * sizeof(half));
+    if (bug_ == kWideningRound || bug_ == kBf16Arithmetic || bug_ == kReduceSumScratch)
+      pipe_.InitBuffer(extra_, kElems * sizeof(float));
+    pipe_.InitBuffer(scratch_, kElems * sizeof(float));
   }
 
   __aicore__ inline void Process() {
@@ -81,6 +95,24 @@ class ScaleKernel {
       Muls(out[1], ready[1], 2.0f, kElems - 8);
     }
     if (bug_ == kWideningRound) Cast(out, extra_.Get<half>(), RoundMode::CAST_RINT, kElems);
+    if (bug_ == kBf16Arithmetic) {
+      LocalTensor<bfloat16_t> b = extra_.Get<bfloat16_t>();
+      Muls(b, b, bfloat16_t(2.0f), kElems);
+    }
+    if (bug_ == kDoubleScalar) Muls(out, ready, 2.0, kElems);
+    if (bug_ == kPartialOverlap) Muls(out[8], out, 2.0f, 16);
+    if (bug_ == kReduceSumScratch) ReduceSum(out, ready, extra_.Get<float>(4), kElems);
+    if (bug_ == kStaleFetchedId) {
+      const TEventID id = GetTPipePtr()->FetchEventID(HardEvent::V_S);
+      for (int i = 0; i < 2; ++i) {
+        SetFlag<HardEvent::V_S>(id);
+        WaitFlag<HardEvent::V_S>(id);
+      }
+    }
+    if (bug_ == kHardCodedEventId) {
+      SetFlag<HardEvent::V_S>(0);
+      WaitFlag<HardEvent::V_S>(0);
+    }
     Muls(out, ready, 2.0f, bug_ == kCountTooLarge ? kElems + 8 : kElems);
     inQue_.FreeTensor(ready);
     if (bug_ == kReadAfterFree) Muls(out, ready, 2.0f, kElems);
@@ -92,6 +124,35 @@ class ScaleKernel {
     LocalTensor<float> result = outQue_.DeQue<float>();
     DataCopy(yGm_, result, kElems);
     if (bug_ != kMissingFree) outQue_.FreeTensor(result);
+    TBufRoundTrip();
+  }
+
+  // y = 2·x again through a TBuf, touched by all four pipes: every hand-over needs its flag.
+  __aicore__ inline void TBufRoundTrip() {
+    LocalTensor<float> t = scratch_.Get<float>();
+    DataCopy(t, xGm_, kElems);
+    if (bug_ != kTbufNoMte2V) Sync<HardEvent::MTE2_V>();
+    Muls(t, t, 2.0f, kElems);
+    if (bug_ == kTbufNoVMte3) {
+      DataCopy(yGm_, t, kElems);
+      return;
+    }
+    if (bug_ != kTbufNoVS) {  // an allocated event ID this time, released after use
+      const TEventID id = GetTPipePtr()->AllocEventID<HardEvent::V_S>();
+      SetFlag<HardEvent::V_S>(id);
+      WaitFlag<HardEvent::V_S>(id);
+      if (bug_ != kAllocWithoutRelease) GetTPipePtr()->ReleaseEventID<HardEvent::V_S>(id);
+    }
+    t.SetValue(0, t.GetValue(0) + 0.0f);
+    if (bug_ != kTbufNoSMte3) Sync<HardEvent::S_MTE3>();
+    DataCopy(yGm_, t, kElems);
+  }
+
+  template <HardEvent event>
+  __aicore__ inline void Sync() {
+    const TEventID id = GetTPipePtr()->FetchEventID(event);
+    SetFlag<event>(id);
+    WaitFlag<event>(id);
   }
 
  private:
@@ -100,7 +161,7 @@ class ScaleKernel {
   TQue<QuePosition::VECIN, 2> inQue_;
   TQue<QuePosition::VECOUT, 2> outQue_;
   TQue<QuePosition::VECIN, 1> shallowQue_;
-  TBuf<TPosition::VECCALC> extra_;
+  TBuf<TPosition::VECCALC> extra_, scratch_;
   GlobalTensor<float> xGm_, yGm_;
 };
 
@@ -132,9 +193,12 @@ extern "C" int asim_run_selftest_kernel(int32_t bug, uint32_t blocks, const floa
 }
 
 // Every block writes its index, SyncAll, then reads its neighbour's: without a barrier
-// some block would read an unwritten slot.
-extern "C" __global__ __aicore__ void selftest_syncall(GM_ADDR slots, GM_ADDR seen, GM_ADDR skipLast) {
-  if (*reinterpret_cast<int32_t*>(skipLast) && GetBlockIdx() == GetBlockNum() - 1) return;  // the bug
+// some block would read an unwritten slot. Bugs: 1 the last block returns before SyncAll,
+// 2 no kernel type declared (a hardware SyncAll needs KERNEL_TYPE_MIX_AIV_1_0).
+extern "C" __global__ __aicore__ void selftest_syncall(GM_ADDR slots, GM_ADDR seen, GM_ADDR bugArg) {
+  const int32_t bug = *reinterpret_cast<int32_t*>(bugArg);
+  if (bug != 2) KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
+  if (bug == 1 && GetBlockIdx() == GetBlockNum() - 1) return;
   GlobalTensor<int32_t> slot;
   GlobalTensor<int32_t> out;
   slot.SetGlobalBuffer((__gm__ int32_t*)slots, GetBlockNum());
@@ -145,12 +209,52 @@ extern "C" __global__ __aicore__ void selftest_syncall(GM_ADDR slots, GM_ADDR se
   out.SetValue(b, slot.GetValue((b + 1) % GetBlockNum()));
 }
 
-extern "C" int asim_run_selftest_syncall(uint32_t blocks, int32_t* slots, int32_t* seen, int32_t skip_last,
+extern "C" int asim_run_selftest_syncall(uint32_t blocks, int32_t* slots, int32_t* seen, int32_t bug,
                                          char* error, uint64_t error_bytes) {
   sim::NextLaunch() = sim::LaunchArgs{0, {{reinterpret_cast<const uint8_t*>(slots), blocks * 4ull, "slots"},
                                           {reinterpret_cast<const uint8_t*>(seen), blocks * 4ull, "seen"}}};
   try {
-    ICPU_RUN_KF(selftest_syncall, blocks, (GM_ADDR)slots, (GM_ADDR)seen, (GM_ADDR)&skip_last);
+    ICPU_RUN_KF(selftest_syncall, blocks, (GM_ADDR)slots, (GM_ADDR)seen, (GM_ADDR)&bug);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(error, error_bytes, "%s", e.what());
+    return 1;
+  }
+}
+
+// Casts n floats to half on one block (UB -> UB with Cast, CAST_RINT): what the hardware
+// stores, saturation included.
+extern "C" __global__ __aicore__ void selftest_cast(GM_ADDR x, GM_ADDR y, GM_ADDR countArg) {
+  const uint32_t n = *reinterpret_cast<uint32_t*>(countArg);
+  GlobalTensor<float> xGm;
+  GlobalTensor<half> yGm;
+  xGm.SetGlobalBuffer((__gm__ float*)x, n);
+  yGm.SetGlobalBuffer((__gm__ half*)y, n);
+  TPipe pipe;
+  TQue<QuePosition::VECIN, 1> in;
+  TQue<QuePosition::VECOUT, 1> out;
+  pipe.InitBuffer(in, 1, n * sizeof(float));
+  pipe.InitBuffer(out, 1, n * sizeof(half));
+  LocalTensor<float> a = in.AllocTensor<float>();
+  DataCopy(a, xGm, n);
+  in.EnQue(a);
+  LocalTensor<float> b = in.DeQue<float>();
+  LocalTensor<half> h = out.AllocTensor<half>();
+  Cast(h, b, RoundMode::CAST_RINT, n);
+  out.EnQue(h);
+  in.FreeTensor(b);
+  LocalTensor<half> r = out.DeQue<half>();
+  DataCopy(yGm, r, n);
+  out.FreeTensor(r);
+}
+
+// n must be a multiple of 16 (whole 32-byte blocks of half).
+extern "C" int asim_run_selftest_cast(uint32_t n, const float* x, uint16_t* y, char* error, uint64_t error_bytes) {
+  uint32_t count = n;
+  sim::NextLaunch() = sim::LaunchArgs{0, {{reinterpret_cast<const uint8_t*>(x), n * 4ull, "x"},
+                                          {reinterpret_cast<const uint8_t*>(y), n * 2ull, "y"}}};
+  try {
+    ICPU_RUN_KF(selftest_cast, 1, (GM_ADDR)x, (GM_ADDR)y, (GM_ADDR)&count);
     return 0;
   } catch (const std::exception& e) {
     std::snprintf(error, error_bytes, "%s", e.what());

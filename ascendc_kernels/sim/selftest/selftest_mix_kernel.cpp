@@ -41,6 +41,8 @@ enum MixBug : int32_t {
   kUseBeforeRegist,      // SetOrgShape on a Matmul object never registered
   kOperandBeyondTensor,  // A's GlobalTensor holds 16 of the 32 rows the shape reads
   kGetCWithoutIterate,   // GetTensorC before any Iterate
+  kCubeWaitUnpaired,     // WaitFlag<HardEvent::FIX_M> on the AIC with no SetFlag before it
+  kAivSyncAll,           // every AIV calls SyncAll at the end: fine up to 24 AI cores (48 AIVs), a hang beyond
 };
 
 constexpr int32_t kN = 32;  // M = N = K
@@ -103,6 +105,11 @@ void Cube(GM_ADDR a, GM_ADDR b, GM_ADDR user, GM_ADDR workspace, int32_t bug) {
     while (mm.Iterate()) mm.GetTensorC(cGm);
   }
   mm.End();
+  // The cube core's pipes pair flags like the vector core's (IDs from the pipe).
+  const TEventID mToFix = pipe.FetchEventID(HardEvent::M_FIX);
+  SetFlag<HardEvent::M_FIX>(mToFix);
+  WaitFlag<HardEvent::M_FIX>(mToFix);
+  if (bug == kCubeWaitUnpaired) WaitFlag<HardEvent::FIX_M>(pipe.FetchEventID(HardEvent::FIX_M));
   if (bug == kSyncAllOnCube) SyncAll();
   CrossCoreSetFlag<2, PIPE_FIX>(bug == kFlagIdRange ? 11 : 0);
   if (bug == kFlagLeftSet) CrossCoreSetFlag<2, PIPE_FIX>(3);
@@ -162,6 +169,7 @@ extern "C" __global__ __aicore__ void selftest_mix(GM_ADDR a, GM_ADDR b, GM_ADDR
       REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
     }
     Vector(user, y, bug);
+    if (requested == kAivSyncAll) SyncAll();  // all AIVs of the launch: 2 per AI core
   }
 }
 
@@ -179,7 +187,7 @@ extern "C" int asim_run_selftest_mix(int32_t bug, uint32_t blocks, const void* a
                                       {{reinterpret_cast<const uint8_t*>(a), ab, "a"},
                                        {reinterpret_cast<const uint8_t*>(b), ab, "b"},
                                        {reinterpret_cast<const uint8_t*>(y), yb, "y"}, sys, user},
-                                      bug == kTypeMismatch ? sim::LaunchKind::Vector : sim::LaunchKind::MixAic1To2};
+                                      sim::Soc910B(), bug == kTypeMismatch ? sim::LaunchKind::Vector : sim::LaunchKind::MixAic1To2};
   try {
     ICPU_RUN_KF(selftest_mix, blocks, (GM_ADDR)a, (GM_ADDR)b, (GM_ADDR)y, (GM_ADDR)ws, (GM_ADDR)&bug_value);
     return 0;

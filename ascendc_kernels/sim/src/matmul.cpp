@@ -31,10 +31,10 @@ uint64_t CheckCubeTiling(const TCubeTiling& t, uint32_t a_bytes, uint32_t b_byte
   const uint64_t l0a = uint64_t(t.baseM) * t.baseK * a_bytes * t.dbL0A;
   const uint64_t l0b = uint64_t(t.baseN) * t.baseK * b_bytes * t.dbL0B;
   const uint64_t l0c = uint64_t(t.baseM) * t.baseN * 4 * t.dbL0C;
-  if (l0a > soc.l0a_bytes) Fail("L0A overflow: baseM x baseK x dbL0A = " + Num(l0a) + " bytes > " + Num(soc.l0a_bytes));
-  if (l0b > soc.l0b_bytes) Fail("L0B overflow: baseN x baseK x dbL0B = " + Num(l0b) + " bytes > " + Num(soc.l0b_bytes));
-  if (l0c > soc.l0c_bytes)
-    Fail("L0C overflow: baseM x baseN x 4 (fp32) x dbL0C = " + Num(l0c) + " bytes > " + Num(soc.l0c_bytes));
+  if (l0a > soc.l0aBytes) Fail("L0A overflow: baseM x baseK x dbL0A = " + Num(l0a) + " bytes > " + Num(soc.l0aBytes));
+  if (l0b > soc.l0bBytes) Fail("L0B overflow: baseN x baseK x dbL0B = " + Num(l0b) + " bytes > " + Num(soc.l0bBytes));
+  if (l0c > soc.l0cBytes)
+    Fail("L0C overflow: baseM x baseN x 4 (fp32) x dbL0C = " + Num(l0c) + " bytes > " + Num(soc.l0cBytes));
   if (t.stepKa < 1 || t.stepKb < 1 || t.depthA1 < t.stepM * t.stepKa || t.depthB1 < t.stepN * t.stepKb)
     Fail("TCubeTiling depthA1/depthB1 must hold stepM x stepKa / stepN x stepKb base blocks");
   if (t.singleCoreM <= 0 || t.singleCoreN <= 0 || t.singleCoreK <= 0)
@@ -46,7 +46,7 @@ void RegisterMatmulsBegin(AscendC::TPipe*, GM_ADDR workspace) {
   BlockContext& c = Ctx();
   if (c.launch->kind != LaunchKind::MixAic1To2 || c.core != CoreKind::Aic)
     Fail("the Matmul API runs on the cube core: call it on the AIC of a MIX kernel (if ASCEND_IS_AIC)");
-  if (!c.kernel_type_declared) Fail("REGIST_MATMUL_OBJ before KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2)");
+  if (c.kernel_type < 0) Fail("REGIST_MATMUL_OBJ before KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2)");
   if (c.ub_used != 0) Fail("REGIST_MATMUL_OBJ after TPipe::InitBuffer (the docs require it before)");
   if (workspace == nullptr || workspace != c.sys_workspace)
     Fail("REGIST_MATMUL_OBJ needs the system workspace (SetSysWorkspace, then GetSysWorkSpacePtr())");
@@ -58,9 +58,9 @@ void MatmulRegister(MatmulState& s) {
   if (s.registered) Fail("a Matmul object registered twice");
   if (++c.matmul_objects > 4) Fail("more than 4 Matmul objects (the documented limit)");
   c.matmul_l1_bytes += CheckCubeTiling(*s.tiling, s.a_bytes, s.b_bytes);
-  if (c.matmul_l1_bytes > c.launch->soc->l1_bytes)
+  if (c.matmul_l1_bytes > c.launch->soc->l1Bytes)
     Fail("L1 overflow: the registered Matmul objects' depthA1/depthB1 buffers need " + Num(c.matmul_l1_bytes) +
-         " bytes > " + Num(c.launch->soc->l1_bytes));
+         " bytes > " + Num(c.launch->soc->l1Bytes));
   s.registered = true;
 }
 

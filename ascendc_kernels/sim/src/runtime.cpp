@@ -9,14 +9,7 @@
 
 namespace sim {
 
-const SocSpec& Soc910B() {
-  // Atlas A2 (910B): 24 AI cores, each with 1 cube and 2 vector cores; 192 KiB UB per
-  // vector core. Bandwidth and peak are the modelling assumptions stated in the report.
-  // Cube buffers per the AscendC docs: L1 512 KiB, L0A/L0B 64 KiB, L0C 128 KiB; L2 192 MB.
-  static const SocSpec spec{"Ascend910B", 192 * 1024, 32, 256, 24, 48, 1.6e12, 313e12, 1.85e9,
-                            512 * 1024, 64 * 1024, 64 * 1024, 128 * 1024, 192ull * 1024 * 1024};
-  return spec;
-}
+const SocSpec& Soc910B() { return ascend_ops_kernels::kAscend910B; }
 
 namespace {
 thread_local BlockContext* t_ctx = nullptr;
@@ -99,6 +92,81 @@ const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what) {
   Fail(s.str());
 }
 
+const char* PipeName(Pipe p) {
+  switch (p) {
+    case kPipeS: return "S";
+    case kPipeV: return "V";
+    case kPipeMte2: return "MTE2";
+    case kPipeMte3: return "MTE3";
+    case kPipeMte1: return "MTE1";
+    case kPipeM: return "M";
+    case kPipeFix: return "FIX";
+    default: return "?";
+  }
+}
+
+namespace {
+const char* PipeLongName(Pipe p) {
+  switch (p) {
+    case kPipeS: return "the scalar unit";
+    case kPipeV: return "the vector pipe";
+    case kPipeMte2: return "MTE2 (copy-in)";
+    case kPipeMte3: return "MTE3 (copy-out)";
+    case kPipeMte1: return "MTE1 (L1 -> L0)";
+    case kPipeM: return "the cube";
+    case kPipeFix: return "FIX (L0C -> out)";
+    default: return "?";
+  }
+}
+
+[[noreturn]] void Race(Pipe pipe, Pipe other, bool write, bool other_wrote, uint64_t begin, uint64_t end) {
+  std::ostringstream s;
+  s << PipeLongName(pipe) << (write ? " writes" : " reads") << " UB bytes [" << begin << ", " << end << ") that "
+    << PipeLongName(other) << (other_wrote ? " wrote" : " still reads") << ", with no " << PipeName(other) << " -> "
+    << PipeName(pipe) << " synchronisation in between (SetFlag/WaitFlag<HardEvent::" << PipeName(other) << "_"
+    << PipeName(pipe) << ">, or the queue's EnQue/DeQue): a race on the device";
+  Fail(s.str());
+}
+}  // namespace
+
+void PipeAccess(Pipe pipe, const void* ub_ptr, uint64_t bytes, bool write) {
+  if (bytes == 0) return;
+  BlockContext& c = Ctx();
+  PipeState& ps = c.pipes;
+  const uint64_t block = c.launch->soc->blockBytes;
+  const uint64_t off = static_cast<uint64_t>(static_cast<const uint8_t*>(ub_ptr) - c.ub.data());
+  const uint64_t now = ++ps.seen[pipe][pipe];
+  const PipeClock& mine = ps.seen[pipe];
+  for (uint64_t b = off / block, last = (off + bytes - 1) / block; b <= last && b < ps.ub.size(); ++b) {
+    UbBlockShadow& u = ps.ub[b];
+    if (u.writer != kPipeCount && u.writer != pipe && mine[u.writer] < u.written_at)
+      Race(pipe, static_cast<Pipe>(u.writer), write, true, b * block, (b + 1) * block);
+    if (write) {
+      for (int q = 0; q < kPipeCount; ++q)
+        if (q != pipe && u.read_at[q] > mine[q]) Race(pipe, static_cast<Pipe>(q), true, false, b * block, (b + 1) * block);
+      u.writer = pipe;
+      u.written_at = now;
+    } else {
+      u.read_at[pipe] = now;
+    }
+  }
+}
+
+PipeClock PipeView(Pipe pipe) { return Ctx().pipes.seen[pipe]; }
+
+void PipeMerge(Pipe pipe, const PipeClock& view) {
+  PipeClock& mine = Ctx().pipes.seen[pipe];
+  for (int q = 0; q < kPipeCount; ++q) mine[q] = std::max(mine[q], view[q]);
+}
+
+void PipeBarrierAll() {
+  PipeState& ps = Ctx().pipes;
+  PipeClock all{};
+  for (int p = 0; p < kPipeCount; ++p)
+    for (int q = 0; q < kPipeCount; ++q) all[q] = std::max(all[q], ps.seen[p][q]);
+  for (int p = 0; p < kPipeCount; ++p) ps.seen[p] = all;
+}
+
 uint64_t CurrentTilingKey() { return Ctx().launch->tiling_key; }
 
 void WakeAll() { Ctx().launch->cv.notify_all(); }
@@ -129,6 +197,7 @@ void SyncAllBlocks() {
   BlockContext& c = Ctx();
   Launch& l = *c.launch;
   if (c.core == CoreKind::Aic) Fail("SyncAll<isAIVOnly = true> called on a cube core");
+  PipeBarrierAll();  // the hardware SyncAll waits on every pipe of the core (PIPE_ALL)
   std::unique_lock<std::mutex> lock(l.mutex);
   if (l.aborted) throw SimError("");
   const uint64_t gen = l.generation;
@@ -209,6 +278,7 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
     else if (i < block_dim) launch.thread_names.push_back("AIC " + std::to_string(i));
     else launch.thread_names.push_back("AIV " + std::to_string(i - block_dim));
   }
+  const uint64_t ub_blocks = soc.ubBytes / soc.blockBytes;
   std::vector<BlockContext> contexts(launch.threads);
   auto run_block = [&](uint32_t thread) {
     BlockContext& c = contexts[thread];
@@ -224,7 +294,8 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
       c.block_idx = mix ? thread - block_dim : thread;
       c.group = c.block_idx / 2;
       c.sub_block = c.block_idx % 2;
-      c.ub.assign(soc.ub_bytes, 0xff);  // all-ones: an unwritten float reads as NaN
+      c.ub.assign(soc.ubBytes, 0xff);  // all-ones: an unwritten float reads as NaN
+      c.pipes.ub.assign(ub_blocks, UbBlockShadow{});
     }
     t_ctx = &c;
     std::string error;

@@ -1,0 +1,188 @@
+"""The Ascend C op package, checked statically (no CANN here): one msopgen project
+(ascendc_kernels/ascend_ops.json) holding both ops under our own op types, the OpDefs
+(op_host/*_def.cpp) declaring exactly what the json declares, build.sh's vendor name and
+compute units, the kernel entry points, and the aclnn prototypes CANN would generate
+compared with the built-in ops' prototypes the adapter calls."""
+
+import itertools
+import json
+import pathlib
+import re
+
+import pytest
+
+KERNELS = pathlib.Path(__file__).resolve().parents[1] / "ascendc_kernels"
+PACKAGE = json.loads((KERNELS / "ascend_ops.json").read_text())
+
+# Op type -> source directory, and CANN's built-in op the type must never reuse.
+OPS = {"AscendOpsFusedLinearCrossEntropyLossGrad": "fused_linear_cross_entropy_loss_grad",
+       "AscendOpsBatchNormReduceBackward": "batch_norm_reduce_backward"}
+CANN_BUILTIN_TYPES = {"FusedLinearCrossEntropyLossGrad", "BatchNormReduceBackward", "SyncBatchNormBackwardReduce",
+                      "BatchNormGradReduce"}
+
+# The built-in aclnn prototypes (parameters before workspaceSize, executor), the contract
+# the adapter calls either package through.
+BUILTIN_PROTOTYPES = {
+    "AscendOpsFusedLinearCrossEntropyLossGrad": [
+        "grad", "input", "weight", "targetMask", "maskedTarget", "labelSmoothing", "logitsMaxOptional",
+        "sumExpLogitsOptional", "softmaxOptional", "inputGradOut", "weightGradOut"],
+    "AscendOpsBatchNormReduceBackward": [
+        "gradOut", "input", "mean", "invstd", "weightOptional", "inputG", "weightG", "biasG", "sumDyOut",
+        "sumDyXmuOut", "gradWeightOut", "gradBiasOut"],
+}
+
+GE_TYPES = {"DT_FLOAT": "float", "DT_FLOAT16": "float16", "DT_BF16": "bfloat16", "DT_UINT8": "uint8",
+            "DT_INT32": "int32", "DT_INT64": "int64"}
+
+
+def op_json(op_type):
+    return next(op for op in PACKAGE if op["op"] == op_type)
+
+
+def snake(op_type):
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", op_type).lower()
+
+
+def camel(name):
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def parse_opdef(op_type):
+    """Inputs/outputs (name, REQUIRED|OPTIONAL, dtype list or None), attrs and compute
+    units as the OpDef's C++ declares them."""
+    source = (KERNELS / OPS[op_type] / "op_host" / f"{OPS[op_type]}_def.cpp").read_text()
+    vectors = {}
+    for name, body in re.findall(r"std::vector<ge::DataType> (\w+) = \{([^}]*)\};", source):
+        vectors[name] = [GE_TYPES[t] for t in re.findall(r"ge::(DT_\w+)", body)]
+    for name, count, dtype in re.findall(r"std::vector<ge::DataType> (\w+)\((\d+), ge::(DT_\w+)\);", source):
+        vectors[name] = [GE_TYPES[dtype]] * int(count)
+
+    def params(kind):
+        found = re.findall(kind + r'\("(\w+)"\)\.ParamType\((REQUIRED|OPTIONAL)\)\.DataType\((\w+)\)', source)
+        return [(name, ptype.lower(), vectors.get(var)) for name, ptype, var in found]
+
+    return dict(source=source, inputs=params("Input"), outputs=params("Output"),
+                attrs=re.findall(r'this->Attr\("(\w+)"\)', source),
+                units=re.findall(r'AddConfig\("(\w+)"\)', source),
+                op_add=re.findall(r"OP_ADD\((\w+)\);", source),
+                classes=re.findall(r"class (\w+) : public OpDef", source))
+
+
+def test_one_project_holds_both_ops_under_our_own_types():
+    assert sorted(op["op"] for op in PACKAGE) == sorted(OPS)
+    for op_type in OPS:
+        assert op_type.startswith("AscendOps") and op_type not in CANN_BUILTIN_TYPES
+        assert op_type.removeprefix("AscendOps") in CANN_BUILTIN_TYPES  # ours, named after the built-in
+    assert sorted(KERNELS.glob("**/*.json")) == [KERNELS / "ascend_ops.json"]  # no second project
+
+
+@pytest.mark.parametrize("op_type", OPS)
+def test_the_opdef_declares_what_the_json_declares(op_type):
+    spec, opdef = op_json(op_type), parse_opdef(op_type)
+    assert opdef["classes"] == [op_type] and opdef["op_add"] == [op_type]
+    assert sorted(opdef["units"]) == ["ascend910_93", "ascend910b"]
+    for kind, key in (("inputs", "input_desc"), ("outputs", "output_desc")):
+        declared = [(d["name"], d["param_type"]) for d in spec[key]]
+        assert [(name, ptype) for name, ptype, _ in opdef[kind]] == declared, kind
+        for (name, _, dtypes), d in zip(opdef[kind], spec[key]):
+            if dtypes is not None:  # literal vectors (FLCE); BN's are built by a loop, checked below
+                assert dtypes == d["type"], name
+            assert len(d["format"]) == len(d["type"]) == len(spec[key][0]["type"])
+    assert opdef["attrs"] == [a["name"] for a in spec["attr"]]
+
+
+def test_flce_signature_and_dtypes_are_cann_s():
+    spec = op_json("AscendOpsFusedLinearCrossEntropyLossGrad")
+    types = {d["name"]: d["type"] for d in spec["input_desc"] + spec["output_desc"]}
+    combos = set(zip(types["input"], types["masked_target"]))
+    assert combos == set(itertools.product(["float16", "bfloat16"], ["int32", "int64"]))
+    assert types["weight"] == types["input"] == types["input_grad"] == types["weight_grad"]
+    assert set(types["grad"] + types["logits_max"] + types["sum_exp_logits"] + types["softmax"]) == {"float"}
+    assert set(types["target_mask"]) == {"uint8"}  # bit-packed
+    optional = {d["name"] for d in spec["input_desc"] if d["param_type"] == "optional"}
+    assert optional == {"logits_max", "sum_exp_logits", "softmax"}
+    assert spec["attr"] == [{"name": "label_smoothing", "param_type": "optional", "type": "float",
+                             "default_value": "0.0"}]
+
+
+def test_bn_outputs_are_optional_and_every_dtype_combination_is_declared():
+    spec = op_json("AscendOpsBatchNormReduceBackward")
+    types = {d["name"]: d["type"] for d in spec["input_desc"] + spec["output_desc"]}
+    assert all(d["param_type"] == "optional" for d in spec["output_desc"])  # null when not asked for
+    assert [d["param_type"] for d in spec["input_desc"]] == ["required"] * 4 + ["optional"]
+    floats = ["float", "float16", "bfloat16"]
+    rows = list(zip(types["input"], types["mean"], types["weight"]))
+    assert sorted(rows) == sorted(itertools.product(floats, repeat=3))  # f16 statistics included
+    assert rows == list(itertools.product(floats, repeat=3))  # the order the OpDef's loop builds
+    for i, (x, mean, _) in enumerate(rows):
+        assert types["grad_out"][i] == x and types["invstd"][i] == mean
+        expected = "float16" if (x, mean) == ("float16", "float16") else "float"
+        assert {types[o][i] for o in ("sum_dy", "sum_dy_xmu", "grad_weight", "grad_bias")} == {expected}
+    source = parse_opdef("AscendOpsBatchNormReduceBackward")["source"]
+    assert "for (ge::DataType in : kinds)\n      for (ge::DataType st : kinds)\n        for (ge::DataType w : kinds)" \
+        in source
+
+
+def generated_prototype(op_type):
+    """CANN's generated aclnn parameter list: inputs (optional ones suffixed Optional),
+    then attributes, then outputs (suffixed Out)."""
+    spec = op_json(op_type)
+    inputs = [camel(d["name"]) + ("Optional" if d["param_type"] == "optional" else "") for d in spec["input_desc"]]
+    return inputs + [camel(a["name"]) for a in spec["attr"]] + [camel(d["name"]) + "Out" for d in spec["output_desc"]]
+
+
+def test_bn_generated_aclnn_prototype_is_the_builtin_one():
+    assert generated_prototype("AscendOpsBatchNormReduceBackward") == BUILTIN_PROTOTYPES[
+        "AscendOpsBatchNormReduceBackward"]
+
+
+def test_flce_generated_aclnn_prototype_differs_only_in_where_label_smoothing_sits():
+    # CANN generates attributes between inputs and outputs, so labelSmoothing comes after
+    # softmaxOptional instead of after maskedTarget: the one difference the adapter must
+    # bridge (ascendc_kernels/README.md, "One package").
+    generated = generated_prototype("AscendOpsFusedLinearCrossEntropyLossGrad")
+    builtin = BUILTIN_PROTOTYPES["AscendOpsFusedLinearCrossEntropyLossGrad"]
+    assert generated != builtin
+    assert [p for p in generated if p != "labelSmoothing"] == [p for p in builtin if p != "labelSmoothing"]
+    assert generated.index("labelSmoothing") == generated.index("softmaxOptional") + 1
+
+
+def kernel_entry(op_type):
+    source = (KERNELS / OPS[op_type] / "op_kernel" / f"{OPS[op_type]}.cpp").read_text()
+    match = re.search(r'extern "C" __global__ __aicore__ void ' + snake(op_type) + r"\(([^)]*)\)", source)
+    return None if match is None else re.findall(r"GM_ADDR (\w+)", match.group(1))
+
+
+@pytest.mark.parametrize("op_type", OPS)
+def test_the_kernel_entry_is_named_after_the_op_type_and_takes_its_arguments(op_type):
+    # msopgen compiles op_kernel/<snake type>.cpp and calls the kernel of that name with
+    # the inputs and outputs in the OpDef's order, then workspace and tiling.
+    spec = op_json(op_type)
+    params = kernel_entry(op_type)
+    assert params is not None, f"no kernel {snake(op_type)} in op_kernel/"
+    expected = [camel(d["name"]) for d in spec["input_desc"] + spec["output_desc"]] + ["workspace", "tiling"]
+    assert [p.lower() for p in params] == [p.lower() for p in expected]
+
+
+def test_build_sh_makes_one_package_for_a2_and_a3_named_ascend_ops():
+    script = (KERNELS / "build.sh").read_text()
+    assert re.search(r"^vendor=ascend_ops$", script, re.M)
+    assert re.search(r'^compute_units="ascend910b;ascend910_93"$', script, re.M)
+    assert script.count("msopgen\" gen") == 1 and '-i "$here/ascend_ops.json"' in script
+    ops = re.search(r"^ops=\((.*)\)$", script, re.M).group(1).split()
+    assert sorted(ops) == sorted(OPS.values())
+    assert 'generated="ascend_ops_$op"' in script  # msopgen's names for the op type AscendOps<Op>
+    for op_type, directory in OPS.items():
+        assert snake(op_type) == f"ascend_ops_{directory}"
+
+
+@pytest.mark.parametrize("source", sorted(KERNELS.glob("*/op_kernel/*.cpp")), ids=lambda p: p.name)
+def test_kernels_take_event_ids_from_the_pipe_and_declare_a_mix_type_for_syncall(source):
+    # The simulator rejects both at run time on the paths the tests execute; this covers
+    # every path of the source.
+    text = source.read_text()
+    literal = re.findall(r"(?:Set|Wait)Flag<HardEvent::\w+>\(\s*\d+\s*\)", text)
+    assert not literal, f"hard-coded event IDs: {literal}"
+    if re.search(r"\bSyncAll\s*(<[^>]*>)?\s*\(", text):
+        assert re.search(r"KERNEL_TASK_TYPE_DEFAULT\(KERNEL_TYPE_MIX_\w+\)", text)
