@@ -12,8 +12,10 @@ process, so peak memory and compile caches do not leak between providers:
   map large blocks directly and give them back on free (MALLOC_MMAP_THRESHOLD_,
   MALLOC_TRIM_THRESHOLD_), so resident memory follows live memory.
 
-Rows are appended to a CSV (one per provider, keyed by op, provider, size, dtype, device);
-the table printed gives each median as a ratio to ascend_ops memory-saving.
+Rows (one per provider) are appended to scripts/results/benchmarks.csv in the schema of
+scripts/results_csv.py, with the CPU model, ISA flags and CPU GEMM engine;
+scripts/benchmark_tables.py makes docs/benchmarks.md's table from them. The table printed
+gives each median as a ratio to ascend_ops memory-saving.
 
     python scripts/benchmark_linear_cross_entropy.py                     # the issue's size
     python scripts/benchmark_linear_cross_entropy.py --size 1024 1024 4000 --reps 5
@@ -23,7 +25,6 @@ the table printed gives each median as a ratio to ascend_ops memory-saving.
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import gc
 import json
@@ -37,26 +38,11 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields  # noqa: E402
+
 PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile")
 RESULT_MARK = "RESULT "
-
-
-@dataclasses.dataclass
-class Row:
-    op: str
-    provider: str
-    mode: str
-    bt: int
-    h: int
-    v: int
-    dtype: str
-    device: str
-    threads: int
-    reps: int
-    p20_ms: float
-    p50_ms: float
-    p80_ms: float
-    peak_extra_mb: float
 
 
 def loss_function(provider: str):
@@ -84,7 +70,7 @@ def _reset_peak_rss() -> None:
     pathlib.Path("/proc/self/clear_refs").write_text("5")
 
 
-def run_provider(provider: str, bt: int, h: int, v: int, reps: int) -> Row:
+def run_provider(provider: str, bt: int, h: int, v: int, reps: int) -> ResultRow:
     """Measure one provider in this process (the worker side)."""
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn(bt, h, generator=gen) / h**0.5).bfloat16().requires_grad_()
@@ -108,14 +94,15 @@ def run_provider(provider: str, bt: int, h: int, v: int, reps: int) -> Row:
     for _ in range(reps):
         start = time.perf_counter()
         step()
-        times.append((time.perf_counter() - start) * 1e3)
+        times.append(time.perf_counter() - start)
     qs = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else times * 9
-    return Row("linear_cross_entropy", provider, "forward+backward", bt, h, v, "bfloat16", "cpu",
-               torch.get_num_threads(), reps, qs[1], statistics.median(times), qs[7],
-               max(0.0, (peak - before - grads_kb) / 1024))
+    return ResultRow("linear_cross_entropy", provider, "forward+backward", "bfloat16",
+                     f"{bt}x{h}x{v}", **machine_fields(), median_s=statistics.median(times),
+                     p20_s=qs[1], p80_s=qs[7], rounds=reps,
+                     peak_extra_mib=max(0.0, (peak - before - grads_kb) / 1024))
 
 
-def measure_in_subprocess(provider: str, args) -> Row:
+def measure_in_subprocess(provider: str, args) -> ResultRow:
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
     command = [sys.executable, __file__, "--worker", provider, "--size", *map(str, args.size),
                "--reps", str(args.reps)]
@@ -123,28 +110,18 @@ def measure_in_subprocess(provider: str, args) -> Row:
     if result.returncode != 0:
         raise SystemExit(f"{provider} failed:\n{result.stdout}\n{result.stderr}")
     line = next(l for l in result.stdout.splitlines() if l.startswith(RESULT_MARK))
-    return Row(**json.loads(line[len(RESULT_MARK):]))
+    return ResultRow(**json.loads(line[len(RESULT_MARK):]))
 
 
-def format_table(rows: list[Row]) -> str:
+def format_table(rows: list[ResultRow]) -> str:
     base = next((r for r in rows if r.provider == "ascend_ops"), rows[0])
-    header = ("provider", "p20 ms", "p50 ms", "p80 ms", "p50 / ascend_ops", "peak extra MB")
-    body = [(r.provider, f"{r.p20_ms:.1f}", f"{r.p50_ms:.1f}", f"{r.p80_ms:.1f}",
-             f"{r.p50_ms / base.p50_ms:.2f}", f"{r.peak_extra_mb:.0f}") for r in rows]
+    header = ("provider", "p20 ms", "p50 ms", "p80 ms", "p50 / ascend_ops", "peak extra MiB")
+    body = [(r.provider, f"{r.p20_s * 1e3:.1f}", f"{r.median_s * 1e3:.1f}", f"{r.p80_s * 1e3:.1f}",
+             f"{r.median_s / base.median_s:.2f}", f"{r.peak_extra_mib:.0f}") for r in rows]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def append_csv(path: pathlib.Path, rows: list[Row]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in dataclasses.fields(Row)])
-        if new:
-            writer.writeheader()
-        writer.writerows(dataclasses.asdict(r) for r in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, nargs=3, metavar=("BT", "H", "V"), default=[4096, 4096, 16000])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--providers", nargs="+", choices=PROVIDERS, default=list(PROVIDERS))
-    parser.add_argument("--csv", type=pathlib.Path,
-                        default=pathlib.Path("results/benchmark_linear_cross_entropy.csv"))
+    parser.add_argument("--csv", type=pathlib.Path, default=DEFAULT_CSV)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per provider")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: tiny size, 2 reps, no CSV unless --csv is given")
@@ -169,11 +145,12 @@ def main(argv: list[str] | None = None) -> int:
             args.csv = None
     bt, h, v = args.size
     print(f"linear cross entropy forward+backward, BT={bt} H={h} V={v} bfloat16, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.reps} reps")
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.reps} reps; "
+          f"machine: {machine_fields()}")
     rows = [measure_in_subprocess(p, args) for p in args.providers]
     print(format_table(rows))
     if args.csv:
-        append_csv(args.csv, rows)
+        append_rows(args.csv, rows)
         print(f"rows appended to {args.csv}")
     return 0
 
