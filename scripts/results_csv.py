@@ -10,8 +10,11 @@ A row is one provider's timing of one op at one size on one machine:
     median_s, p20_s, p80_s, rounds       the timing
     peak_extra_mib, budget_mib, outputs_mib   memory, where measured (else empty)
     torch, date
+    load_1m                              the 1-minute load average when the run started:
+                                         above the thread count, other processes competed
 
-Rows are appended; a reader keeps the newest row per key (every field up to engine).
+Rows are appended; a reader keeps the newest row per key (every field up to engine, and
+the date: runs of different days stay side by side).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
+import os
 import pathlib
 
 import torch
@@ -48,14 +52,15 @@ class ResultRow:
     outputs_mib: float | None = None
     torch: str = torch.__version__
     date: str = dataclasses.field(default_factory=lambda: datetime.date.today().isoformat())
+    load_1m: float | None = None
 
 
 FIELDS = [f.name for f in dataclasses.fields(ResultRow)]
-KEY = FIELDS[:FIELDS.index("engine") + 1]
+KEY = FIELDS[:FIELDS.index("engine") + 1] + ["date"]
 
 
 def machine_fields() -> dict:
-    """threads, cpu_model, amx_bf16, avx512_bf16 and engine of this process."""
+    """threads, cpu_model, amx_bf16, avx512_bf16, engine and load_1m of this process."""
     from ascend_ops.cpu_info import cpu_info, gemm_engine_report
 
     info = cpu_info()
@@ -64,7 +69,8 @@ def machine_fields() -> dict:
     except RuntimeError:  # the native library is not loaded
         engine = "none"
     return {"threads": torch.get_num_threads(), "cpu_model": info.model,
-            "amx_bf16": int(info.amx_bf16), "avx512_bf16": int(info.avx512_bf16), "engine": engine}
+            "amx_bf16": int(info.amx_bf16), "avx512_bf16": int(info.avx512_bf16), "engine": engine,
+            "load_1m": round(os.getloadavg()[0], 2)}
 
 
 def append_rows(path: pathlib.Path, rows: list[ResultRow]) -> None:

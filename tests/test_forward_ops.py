@@ -245,7 +245,7 @@ print((kb('VmHWM') - before) / 1024)
 """
 
 
-def test_memory_saving_forward_never_holds_bt_by_v():
+def test_memory_saving_forward_never_holds_bt_by_v(gemm_engine):
     # [BT, V] float32 logits would be 4096 * 32000 * 4 B = 500 MiB; the kernel's row chunks
     # of 32 MiB / ((64 + 32000) * 4 B) = 261 rows keep it near 33 MiB (+ the widened block).
     # glibc maps large blocks directly and returns them on free, so RSS follows live memory.

@@ -194,8 +194,8 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
         const RowTarget& t = op.targets[i];
         const bool here = !t.masked && t.column >= v0 && t.column < v0 + cols;
         logits_grad_row(src + i * ld_src, cols, recompute, recompute ? row_max[i] : 0.0f,
-                             recompute ? 1.0f / sum_exp[i] : 1.0f, scale[i],
-                             here ? t.column - v0 : -1, g_bits + i * ld_g);
+                        recompute ? 1.0f / sum_exp[i] : 1.0f, scale[i], here ? t.column - v0 : -1,
+                        g_bits + i * ld_g);
       }
     });
     const GemmOperand g_c(g.narrow(1, 0, cols));  // BT x cols
