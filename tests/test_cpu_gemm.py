@@ -94,6 +94,10 @@ def test_bad_switch_is_a_clear_error_in_every_kernel(monkeypatch, env, message):
     inputs = testing.flce_inputs(testing.FlceCase(8, 4, 16))
     with pytest.raises(ValueError, match=message):
         ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl="cpu")
+    with pytest.raises(ValueError, match=message):  # float16 too, though it always runs portable
+        half = {k: v.half() if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 else v
+                for k, v in inputs.items()}
+        ascend_ops.fused_linear_cross_entropy_loss_grad(**half, impl="cpu")
     with pytest.raises(ValueError, match=message):
         ascend_ops.fused_linear_online_max_sum(inputs["input"], inputs["weight"],
                                                torch.zeros(8, dtype=torch.long), 0, 16, impl="cpu")

@@ -161,10 +161,11 @@ bool engine_usable(GemmEngine engine, at::ScalarType dtype) {
 }
 
 GemmEngine gemm_engine(at::ScalarType dtype) {
+  const std::optional<GemmEngine> forced = forced_gemm_engine();  // a bad value throws for any dtype
   if (dtype != at::kBFloat16) {
     return GemmEngine::kPortable;
   }
-  if (const std::optional<GemmEngine> forced = forced_gemm_engine()) {
+  if (forced.has_value()) {
     std::string available;
     for (const GemmEngine engine : available_gemm_engines()) {
       available += std::string(available.empty() ? "" : ", ") + engine_name(engine);
