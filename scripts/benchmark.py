@@ -4,15 +4,17 @@
 For each op, mode, dtype and size, every provider runs in interleaved rounds after a
 warm-up (so machine noise hits all of them alike); the row records the median and
 p20/p80 of the rounds and, for FLCE, the peak extra memory of one call measured in a
-fresh child process. Rows are appended to a CSV keyed by op, provider, mode, dtype,
-size, threads and machine; plot them with scripts/plot_benchmarks.py.
+fresh child process. Rows are appended to scripts/results/benchmarks.csv in the schema of
+scripts/results_csv.py (each records the CPU model, its AMX-BF16 / AVX512-BF16 flags and
+the CPU GEMM engine); scripts/benchmark_tables.py turns them into docs/benchmarks.md's
+tables, scripts/plot_benchmarks.py into a plot.
 
 Providers:
   fused_linear_cross_entropy_loss_grad (bfloat16)
     ascend_ops      our CPU kernel
     torch_formula   SPEC §1 in plain torch with fp32 upcasts (ascend_ops.reference)
-    gemm_floor      its bf16 GEMMs alone via torch.matmul: x @ W.T (memory-saving
-                    only), G @ W, G.T @ x
+    gemm_floor      its bf16 GEMMs alone via torch.matmul (oneDNN, bf16 out): x @ W.T
+                    (memory-saving only), G @ W, G.T @ x
   batch_norm_reduce_backward (float32, bfloat16)
     ascend_ops      our CPU kernel
     torch_formula   SPEC §2 in plain torch (fp32 upcasts)
@@ -26,12 +28,8 @@ Providers:
 from __future__ import annotations
 
 import argparse
-import csv
-import dataclasses
-import datetime
 import json
 import pathlib
-import platform
 import subprocess
 import sys
 import time
@@ -40,44 +38,12 @@ import torch
 
 import ascend_ops
 from ascend_ops import reference, testing
+from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DEFAULT_CSV = ROOT / "scripts" / "results" / "benchmarks.csv"
 FLCE = "fused_linear_cross_entropy_loss_grad"
 BN = "batch_norm_reduce_backward"
 MIB = 1 << 20
-
-
-@dataclasses.dataclass
-class Row:
-    op: str
-    provider: str
-    mode: str
-    dtype: str
-    size: str
-    threads: int
-    machine: str
-    median_s: float
-    p20_s: float
-    p80_s: float
-    rounds: int
-    peak_extra_mib: float | None = None
-    budget_mib: float | None = None
-    outputs_mib: float | None = None
-    torch: str = torch.__version__
-    date: str = dataclasses.field(default_factory=lambda: datetime.date.today().isoformat())
-
-
-def machine_name() -> str:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {torch.get_num_threads()} threads"
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
@@ -158,7 +124,7 @@ def peak_extra_mib(run) -> float:
     return (_status_kib("VmHWM") - before) / 1024
 
 
-def bench_flce(sizes, rounds: int, machine: str, memory: bool) -> list[Row]:
+def bench_flce(sizes, rounds: int, machine: dict, memory: bool) -> list[ResultRow]:
     rows = []
     for bt, h, v in sizes:
         for mode in (testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE):
@@ -167,9 +133,10 @@ def bench_flce(sizes, rounds: int, machine: str, memory: bool) -> list[Row]:
             outputs_mib = (bt * h + v * h) * 2 / MIB
             for provider, samples in times.items():
                 samples.sort()
-                row = Row(FLCE, provider, mode, "bfloat16", f"{bt}x{h}x{v}", torch.get_num_threads(),
-                          machine, quantile(samples, 0.5), quantile(samples, 0.2),
-                          quantile(samples, 0.8), rounds, outputs_mib=outputs_mib)
+                row = ResultRow(FLCE, provider, mode, "bfloat16", f"{bt}x{h}x{v}", **machine,
+                                median_s=quantile(samples, 0.5), p20_s=quantile(samples, 0.2),
+                                p80_s=quantile(samples, 0.8), rounds=rounds,
+                                outputs_mib=outputs_mib)
                 if provider == "ascend_ops":
                     row.budget_mib = 64.0
                 if memory:
@@ -208,38 +175,27 @@ def bn_providers(shape, dtype) -> dict:
             "read_floor": read_floor}
 
 
-def bench_bn(shapes, dtypes, rounds: int, machine: str) -> list[Row]:
+def bench_bn(shapes, dtypes, rounds: int, machine: dict) -> list[ResultRow]:
     rows = []
     for shape in shapes:
         for dtype in dtypes:
             times = time_interleaved(bn_providers(shape, dtype), rounds)
             for provider, samples in times.items():
                 samples.sort()
-                row = Row(BN, provider, "reduce", str(dtype).removeprefix("torch."),
-                          "x".join(map(str, shape)), torch.get_num_threads(), machine,
-                          quantile(samples, 0.5), quantile(samples, 0.2), quantile(samples, 0.8),
-                          rounds)
+                row = ResultRow(BN, provider, "reduce", str(dtype).removeprefix("torch."),
+                                "x".join(map(str, shape)), **machine,
+                                median_s=quantile(samples, 0.5), p20_s=quantile(samples, 0.2),
+                                p80_s=quantile(samples, 0.8), rounds=rounds)
                 rows.append(row)
                 print_row(row)
     return rows
 
 
-def print_row(row: Row) -> None:
+def print_row(row: ResultRow) -> None:
     memory = "" if row.peak_extra_mib is None else f"  peak +{row.peak_extra_mib:.0f} MiB"
     print(f"{row.op[:24]:<24} {row.mode:<16} {row.dtype:<8} {row.size:<18} {row.provider:<14} "
           f"median {row.median_s * 1e3:9.2f} ms  (p20 {row.p20_s * 1e3:.2f}, p80 {row.p80_s * 1e3:.2f})"
           f"{memory}", flush=True)
-
-
-def append_csv(path: pathlib.Path, rows: list[Row]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fields = [f.name for f in dataclasses.fields(Row)]
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        if new:
-            writer.writeheader()
-        writer.writerows(dataclasses.asdict(r) for r in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -250,13 +206,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument("--op", choices=["flce", "bn"], action="append", help="only this op")
     parser.add_argument("--no-memory", action="store_true", help="skip the child-process memory runs")
+    parser.add_argument("--flce-size", type=int, nargs=3, action="append", metavar=("BT", "H", "V"),
+                        help="only this FLCE size (repeatable)")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
     if not ascend_ops.available_impls()["cpu"].available:
         print(f"cpu: {ascend_ops.available_impls()['cpu'].reason}", file=sys.stderr)
         return 2
-    machine = machine_name()
+    machine = machine_fields()
     ops = args.op or ["flce", "bn"]
     if args.quick:
         flce_sizes, bn_shapes, rounds = [(64, 32, 300)], [(4, 8, 6, 6)], args.rounds or 2
@@ -264,13 +222,15 @@ def main(argv: list[str] | None = None) -> int:
         flce_sizes = [(1024, 1024, 8192), (2048, 2048, 16384), (4096, 4096, 16000)]
         bn_shapes = [(64, 64, 112, 112), (32, 256, 28, 28), (8, 2048, 7, 7)]
         rounds = args.rounds or 5
+    if args.flce_size:
+        flce_sizes = [tuple(size) for size in args.flce_size]
     print(f"machine: {machine}; torch {torch.__version__}")
     rows = []
     if "flce" in ops:
         rows += bench_flce(flce_sizes, rounds, machine, memory=not args.no_memory)
     if "bn" in ops:
         rows += bench_bn(bn_shapes, [torch.float32, torch.bfloat16], rounds, machine)
-    append_csv(args.csv, rows)
+    append_rows(args.csv, rows)
     print(f"appended {len(rows)} rows to {args.csv}")
     return 0
 

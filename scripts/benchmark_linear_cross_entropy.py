@@ -4,16 +4,20 @@
 Compares `ascend_ops.linear_cross_entropy` (both modes) with eager
 `F.cross_entropy(F.linear(x, w), t)` and with `torch.compile` of that, at (BT, H, V) =
 (4096, 4096, 16000) in bfloat16 unless told otherwise. Each provider runs in its own
-process, so peak memory and compile caches do not leak between providers:
+process for its memory, so peak memory and compile caches do not leak between providers;
+the timings come from one more process that runs the providers interleaved:
 
-- time: p20 / p50 / p80 over --reps runs of forward + backward, after one warm-up run;
+- time: p20 / p50 / p80 over --reps rounds of forward + backward, each round calling every
+  provider once after one warm-up each (load from other processes hits all alike);
 - peak extra memory: the process's peak resident memory during one forward + backward
   minus what it held before (inputs), minus the gradients it returns. glibc is told to
   map large blocks directly and give them back on free (MALLOC_MMAP_THRESHOLD_,
   MALLOC_TRIM_THRESHOLD_), so resident memory follows live memory.
 
-Rows are appended to a CSV (one per provider, keyed by op, provider, size, dtype, device);
-the table printed gives each median as a ratio to ascend_ops memory-saving.
+Rows (one per provider) are appended to scripts/results/benchmarks.csv in the schema of
+scripts/results_csv.py, with the CPU model, ISA flags and CPU GEMM engine;
+scripts/benchmark_tables.py makes docs/benchmarks.md's table from them. The table printed
+gives each median as a ratio to ascend_ops memory-saving.
 
     python scripts/benchmark_linear_cross_entropy.py                     # the issue's size
     python scripts/benchmark_linear_cross_entropy.py --size 1024 1024 4000 --reps 5
@@ -23,8 +27,6 @@ the table printed gives each median as a ratio to ascend_ops memory-saving.
 from __future__ import annotations
 
 import argparse
-import csv
-import dataclasses
 import gc
 import json
 import os
@@ -37,26 +39,11 @@ import time
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields  # noqa: E402
+
 PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile")
 RESULT_MARK = "RESULT "
-
-
-@dataclasses.dataclass
-class Row:
-    op: str
-    provider: str
-    mode: str
-    bt: int
-    h: int
-    v: int
-    dtype: str
-    device: str
-    threads: int
-    reps: int
-    p20_ms: float
-    p50_ms: float
-    p80_ms: float
-    peak_extra_mb: float
 
 
 def loss_function(provider: str):
@@ -84,67 +71,95 @@ def _reset_peak_rss() -> None:
     pathlib.Path("/proc/self/clear_refs").write_text("5")
 
 
-def run_provider(provider: str, bt: int, h: int, v: int, reps: int) -> Row:
-    """Measure one provider in this process (the worker side)."""
+def make_inputs(bt: int, h: int, v: int):
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn(bt, h, generator=gen) / h**0.5).bfloat16().requires_grad_()
     w = (torch.randn(v, h, generator=gen) * 0.02).bfloat16().requires_grad_()
     t = torch.randint(0, v, (bt,), generator=gen)
+    return x, w, t
+
+
+def make_step(provider: str, x, w, t):
     fn = loss_function(provider)
 
     def step() -> None:
         x.grad = w.grad = None
         fn(x, w, t).backward()
 
+    return step
+
+
+def peak_extra_mib(provider: str, bt: int, h: int, v: int) -> float:
+    """Peak extra memory of one forward + backward of `provider` (the worker side: a fresh
+    process per provider, so nothing another provider allocated or compiled is counted)."""
+    x, w, t = make_inputs(bt, h, v)
+    step = make_step(provider, x, w, t)
     step()  # warm-up (and compilation)
     x.grad = w.grad = None
     gc.collect()
     before = _status_kb("VmRSS")
     _reset_peak_rss()
-    fn(x, w, t).backward()
+    step()
     peak = _status_kb("VmHWM")
     grads_kb = (x.grad.nbytes + w.grad.nbytes) / 1024
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
+    return max(0.0, (peak - before - grads_kb) / 1024)
+
+
+def interleaved_times(providers: list[str], bt: int, h: int, v: int, reps: int) -> dict[str, list[float]]:
+    """Seconds per forward + backward of every provider, in one process: one warm-up each,
+    then `reps` rounds calling every provider once, so load from other processes on the
+    machine hits all providers alike (the worker side)."""
+    x, w, t = make_inputs(bt, h, v)
+    steps = {p: make_step(p, x, w, t) for p in providers}
+    for step in steps.values():
         step()
-        times.append((time.perf_counter() - start) * 1e3)
-    qs = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else times * 9
-    return Row("linear_cross_entropy", provider, "forward+backward", bt, h, v, "bfloat16", "cpu",
-               torch.get_num_threads(), reps, qs[1], statistics.median(times), qs[7],
-               max(0.0, (peak - before - grads_kb) / 1024))
+    times: dict[str, list[float]] = {p: [] for p in providers}
+    for _ in range(reps):
+        for provider, step in steps.items():
+            start = time.perf_counter()
+            step()
+            times[provider].append(time.perf_counter() - start)
+    return times
 
 
-def measure_in_subprocess(provider: str, args) -> Row:
+def run_worker(command: list[str], timeout: float):
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
-    command = [sys.executable, __file__, "--worker", provider, "--size", *map(str, args.size),
-               "--reps", str(args.reps)]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
+    result = subprocess.run([sys.executable, __file__, *command], env=env, capture_output=True,
+                            text=True, timeout=timeout)
     if result.returncode != 0:
-        raise SystemExit(f"{provider} failed:\n{result.stdout}\n{result.stderr}")
+        raise SystemExit(f"worker {command} failed:\n{result.stdout}\n{result.stderr}")
     line = next(l for l in result.stdout.splitlines() if l.startswith(RESULT_MARK))
-    return Row(**json.loads(line[len(RESULT_MARK):]))
+    return json.loads(line[len(RESULT_MARK):])
 
 
-def format_table(rows: list[Row]) -> str:
+def measure(args) -> list[ResultRow]:
+    """Peak memory per provider in its own process, then the timings interleaved in one."""
+    size = ["--size", *map(str, args.size)]
+    peaks = {p: run_worker(["--worker", "memory", "--providers", p, *size], args.timeout)
+             for p in args.providers}
+    times = run_worker(["--worker", "time", "--providers", *args.providers, *size,
+                        "--reps", str(args.reps)], args.timeout * len(args.providers))
+    machine = machine_fields()
+    rows = []
+    for provider in args.providers:
+        samples = times[provider]
+        qs = statistics.quantiles(samples, n=10, method="inclusive") if len(samples) > 1 else samples * 9
+        rows.append(ResultRow("linear_cross_entropy", provider, "forward+backward", "bfloat16",
+                              "x".join(map(str, args.size)), **machine,
+                              median_s=statistics.median(samples), p20_s=qs[1], p80_s=qs[7],
+                              rounds=args.reps, peak_extra_mib=peaks[provider]))
+    return rows
+
+
+def format_table(rows: list[ResultRow]) -> str:
     base = next((r for r in rows if r.provider == "ascend_ops"), rows[0])
-    header = ("provider", "p20 ms", "p50 ms", "p80 ms", "p50 / ascend_ops", "peak extra MB")
-    body = [(r.provider, f"{r.p20_ms:.1f}", f"{r.p50_ms:.1f}", f"{r.p80_ms:.1f}",
-             f"{r.p50_ms / base.p50_ms:.2f}", f"{r.peak_extra_mb:.0f}") for r in rows]
+    header = ("provider", "p20 ms", "p50 ms", "p80 ms", "p50 / ascend_ops", "peak extra MiB")
+    body = [(r.provider, f"{r.p20_s * 1e3:.1f}", f"{r.median_s * 1e3:.1f}", f"{r.p80_s * 1e3:.1f}",
+             f"{r.median_s / base.median_s:.2f}", f"{r.peak_extra_mib:.0f}") for r in rows]
     widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-def append_csv(path: pathlib.Path, rows: list[Row]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=[fl.name for fl in dataclasses.fields(Row)])
-        if new:
-            writer.writeheader()
-        writer.writerows(dataclasses.asdict(r) for r in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,16 +167,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, nargs=3, metavar=("BT", "H", "V"), default=[4096, 4096, 16000])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--providers", nargs="+", choices=PROVIDERS, default=list(PROVIDERS))
-    parser.add_argument("--csv", type=pathlib.Path,
-                        default=pathlib.Path("results/benchmark_linear_cross_entropy.csv"))
+    parser.add_argument("--csv", type=pathlib.Path, default=DEFAULT_CSV)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per provider")
     parser.add_argument("--quick", action="store_true",
                         help="smoke test: tiny size, 2 reps, no CSV unless --csv is given")
-    parser.add_argument("--worker", choices=PROVIDERS, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["memory", "time"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.worker:
-        row = run_provider(args.worker, *args.size, args.reps)
-        print(RESULT_MARK + json.dumps(dataclasses.asdict(row)))
+    if args.worker == "memory":
+        print(RESULT_MARK + json.dumps(peak_extra_mib(args.providers[0], *args.size)))
+        return 0
+    if args.worker == "time":
+        print(RESULT_MARK + json.dumps(interleaved_times(args.providers, *args.size, args.reps)))
         return 0
     if args.quick:
         args.size, args.reps = [64, 32, 300], 2
@@ -169,11 +185,12 @@ def main(argv: list[str] | None = None) -> int:
             args.csv = None
     bt, h, v = args.size
     print(f"linear cross entropy forward+backward, BT={bt} H={h} V={v} bfloat16, "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.reps} reps")
-    rows = [measure_in_subprocess(p, args) for p in args.providers]
+          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.reps} reps; "
+          f"machine: {machine_fields()}")
+    rows = measure(args)
     print(format_table(rows))
     if args.csv:
-        append_csv(args.csv, rows)
+        append_rows(args.csv, rows)
         print(f"rows appended to {args.csv}")
     return 0
 

@@ -2,7 +2,8 @@
 """Plot the benchmark CSV of scripts/benchmark.py: time against size, one line per
 provider, a panel per op and mode/dtype, plus the peak extra memory of FLCE.
 
-Uses the newest run per (op, provider, mode, dtype, size, threads, machine) in the CSV.
+Uses the newest run per key of scripts/results_csv.py (op, provider, mode, dtype, size,
+threads, CPU, engine) in the CSV.
 Needs matplotlib (`pip install matplotlib`); the benchmark itself does not.
 
     python scripts/plot_benchmarks.py scripts/results/benchmarks.csv -o scripts/results/benchmarks.png
@@ -16,6 +17,8 @@ import pathlib
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from results_csv import newest_rows  # noqa: E402
 RESULTS = ROOT / "scripts" / "results"
 
 
@@ -25,16 +28,6 @@ def size_key(size: str) -> int:
     for part in size.split("x"):
         total *= int(part)
     return total
-
-
-def newest_rows(path: pathlib.Path) -> list[dict]:
-    latest: dict[tuple, dict] = {}
-    with path.open() as f:
-        for row in csv.DictReader(f):
-            key = (row["op"], row["provider"], row["mode"], row["dtype"], row["size"],
-                   row["threads"], row["machine"])
-            latest[key] = row  # later rows are newer
-    return list(latest.values())
 
 
 def panels(rows: list[dict]) -> list[tuple[str, str, list[dict]]]:
@@ -85,7 +78,7 @@ def plot(rows: list[dict], out: pathlib.Path) -> None:
         ax.set_ylabel(ylabel)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
-    machine = rows[0]["machine"] if rows else ""
+    machine = f"{rows[0]['cpu_model']}, {rows[0]['threads']} threads" if rows else ""
     fig.suptitle(f"ascend_ops CPU kernels — {machine}, torch {rows[0]['torch'] if rows else ''}",
                  fontsize=10)
     fig.tight_layout()

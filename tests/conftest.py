@@ -29,18 +29,34 @@ def assert_matches(ours, oracle, naive=None, what=""):
         assert result.passed, f"{what} output {i}: {result.message}"
 
 
-@pytest.fixture(params=["avx512", "portable"])
-def cpu_path(request, monkeypatch):
-    """Runs a test on each CPU kernel path: the AVX512 fast path (where the CPU has
-    AVX512-BF16) and the portable path, forced with ASCEND_OPS_CPU_PORTABLE=1."""
+def _gemm_engines() -> list[str]:
     from ascend_ops import _C
 
+    return list(_C.cpu_gemm_engines())
+
+
+@pytest.fixture(params=_gemm_engines())
+def gemm_engine(request, monkeypatch):
+    """Runs a test on each GEMM engine this CPU offers for bfloat16 (onednn, avx512bf16,
+    portable), forced with ASCEND_OPS_CPU_GEMM; float16 runs on portable whatever is set."""
+    monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", request.param)
+    return request.param
+
+
+@pytest.fixture(params=["avx512", "portable"])
+def cpu_path(request, monkeypatch):
+    """Runs a test on each path of the non-GEMM kernels: AVX512 (where the CPU has
+    AVX512-BF16) and portable, forced with ASCEND_OPS_CPU_GEMM=portable."""
+    from ascend_ops import _C
+
+    monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
     if request.param == "avx512":
         if not _C.cpu_avx512_kernels_supported():
             pytest.skip("this CPU lacks AVX512-BF16: only the portable path runs here")
-        monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
+        monkeypatch.delenv("ASCEND_OPS_CPU_GEMM", raising=False)
     else:
-        monkeypatch.setenv("ASCEND_OPS_CPU_PORTABLE", "1")
+        monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "portable")
     return request.param
 
 

@@ -25,3 +25,5 @@ def test_benchmark_quick_writes_every_provider(tmp_path):
     flce = [r for r in rows if r["op"] == "fused_linear_cross_entropy_loss_grad"]
     assert all(float(r["peak_extra_mib"]) >= 0 for r in flce)
     assert all(float(r["p20_s"]) <= float(r["median_s"]) <= float(r["p80_s"]) for r in rows)
+    assert all(r["cpu_model"] and r["amx_bf16"] in "01" and r["avx512_bf16"] in "01" and r["engine"]
+               for r in rows)

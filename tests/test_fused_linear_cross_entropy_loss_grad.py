@@ -1,5 +1,10 @@
 """fused_linear_cross_entropy_loss_grad: values of every implementation against the oracle."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -24,7 +29,7 @@ def check_case(case, impl):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_cpu_matches_float64_reference(case, cpu_path):
+def test_cpu_matches_float64_reference(case, gemm_engine):
     check_case(case, "cpu")
 
 
@@ -76,9 +81,9 @@ def test_packed_mask_may_be_longer_than_needed():
 
 @pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_many_chunks_match_reference(mode, dtype, cpu_path):
-    # A 200 KiB budget cuts this call into many chunks (vocabulary chunks on the AVX512
-    # path, row chunks on the portable path), so the GEMM that spans chunks accumulates
+def test_many_chunks_match_reference(mode, dtype, gemm_engine):
+    # A 200 KiB budget cuts this call into many chunks (vocabulary chunks on the onednn and
+    # avx512bf16 engines, row chunks on portable), so the GEMM that spans chunks accumulates
     # across them; 3 MiB cuts it into a few.
     case = FlceCase(203, 45, 1000, dtype, mode, masked_fraction=0.4, seed=3)
     inputs = testing.flce_inputs(case)
@@ -120,11 +125,51 @@ def test_non_contiguous_inputs():
 
 
 @pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
-def test_deterministic_across_runs_and_thread_counts(mode, threads, cpu_path):
+def test_deterministic_across_runs_and_thread_counts(mode, threads, gemm_engine):
+    # Every engine: bitwise the same at a given thread count; the own GEMM (avx512bf16)
+    # cuts work by shape only, so also across thread counts.
     inputs = testing.flce_inputs(FlceCase(300, 64, 1000, mode=mode, seed=7))
-    results = []
+    results = {1: [], 2: []}
     for n in (1, 2, 1, 2):
         torch.set_num_threads(n)
-        results.append(ascend_ops.fused_linear_cross_entropy_loss_grad(**clone_inputs(inputs), impl="cpu"))
-    for other in results[1:]:
-        assert all(torch.equal(x, y) for x, y in zip(results[0], other))
+        results[n].append(ascend_ops.fused_linear_cross_entropy_loss_grad(**clone_inputs(inputs), impl="cpu"))
+    pairs = [(results[1][0], results[1][1]), (results[2][0], results[2][1])]
+    if gemm_engine == "avx512bf16":
+        pairs.append((results[1][0], results[2][0]))
+    for a, b in pairs:
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+FLCE_PEAK_SCRIPT = """
+import pathlib, torch, ascend_ops
+from ascend_ops import testing
+def kb(field):
+    line = next(l for l in pathlib.Path('/proc/self/status').read_text().splitlines() if l.startswith(field))
+    return int(line.split()[1])
+inputs = testing.flce_inputs(testing.FlceCase(1024, 256, 32000, torch.bfloat16, testing.MEMORY_SAVING))
+ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, scratch_bytes=8 << 20)  # warm-up
+before = kb('VmRSS')
+pathlib.Path('/proc/self/clear_refs').write_text('5')  # reset the peak to the current RSS
+ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, scratch_bytes=8 << 20)
+print((kb('VmHWM') - before) / 1024)
+"""
+
+
+def test_memory_saving_stays_within_budget(gemm_engine):
+    # (BT, H, V) = (1024, 256, 32000): [BT, V] fp32 logits alone would be 125 MiB. Allowed:
+    # the 8 MiB budget (the fp32 widenings of a chunk included), the outputs (16 MiB), the
+    # fp32 input_grad accumulator and the fp32 copy of x (1 MiB each), and on portable the
+    # fp32 copy of the weight and the fp32 weight_grad accumulator (31 MiB each); 8 MiB slack.
+    bt, h, v = 1024, 256, 32000
+    mib = 1 << 20
+    allowed = 8 + (bt * h + v * h) * 2 / mib + 2 * bt * h * 4 / mib + 8
+    if gemm_engine == "portable":
+        allowed += 2 * v * h * 4 / mib
+    package_root = str(pathlib.Path(ascend_ops.__file__).parents[1])
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0",
+           "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    result = subprocess.run([sys.executable, "-c", FLCE_PEAK_SCRIPT], capture_output=True,
+                            text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    peak_extra_mib = float(result.stdout.split()[-1])
+    assert peak_extra_mib < allowed, f"{gemm_engine}: peak extra {peak_extra_mib:.0f} MiB > {allowed:.0f}"

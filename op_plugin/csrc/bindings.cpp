@@ -2,31 +2,60 @@
 // Python functions below expose the shared validation to the reference and the fake
 // kernels, so every implementation rejects bad input with the same message.
 #include "aten_registration.h"
-#include "cpu/bf16_gemm.h"
+#include "cpu/avx512_kernels.h"
+#include "cpu/gemm.h"
 #include "validation.h"
 
 #include <torch/extension.h>
 
 namespace {
 
-// a @ b for 2-D bfloat16 CPU tensors of any strides, fp32 result, on the fast path's
-// own GEMM: lets the benchmark and the tests measure and check it alone.
-at::Tensor bf16_matmul(const at::Tensor& a, const at::Tensor& b) {
-  TORCH_CHECK(ascend_ops::cpu::avx512_kernels_supported(),
-              "bf16_matmul: this CPU lacks AVX512-BF16");
+// a @ b for 2-D half CPU tensors of any strides, fp32 result, through the CPU kernels'
+// GEMM layer on `engine` (default: the one the kernels use): lets the benchmark and the
+// tests measure and check each engine alone.
+at::Tensor cpu_gemm(const at::Tensor& a, const at::Tensor& b, std::optional<std::string> engine) {
+  using ascend_ops::cpu::GemmEngine;
   TORCH_CHECK_VALUE(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
-                    "bf16_matmul: expected [m, k] @ [k, n], got ", a.sizes(), " @ ", b.sizes());
-  TORCH_CHECK_TYPE(a.scalar_type() == at::kBFloat16 && b.scalar_type() == at::kBFloat16 &&
-                       a.device().is_cpu() && b.device().is_cpu(),
-                   "bf16_matmul: expected bfloat16 CPU tensors");
+                    "cpu_gemm: expected [m, k] @ [k, n], got ", a.sizes(), " @ ", b.sizes());
+  TORCH_CHECK_TYPE((a.scalar_type() == at::kBFloat16 || a.scalar_type() == at::kHalf) &&
+                       b.scalar_type() == a.scalar_type() && a.device().is_cpu() &&
+                       b.device().is_cpu(),
+                   "cpu_gemm: expected two bfloat16 or two float16 CPU tensors, got ",
+                   a.scalar_type(), " and ", b.scalar_type());
+  GemmEngine chosen = ascend_ops::cpu::gemm_engine(a.scalar_type());
+  if (engine.has_value()) {
+    bool known = false;
+    for (const GemmEngine e : {GemmEngine::kOneDnn, GemmEngine::kAvx512Bf16, GemmEngine::kPortable}) {
+      if (*engine == ascend_ops::cpu::engine_name(e)) {
+        chosen = e;
+        known = true;
+      }
+    }
+    TORCH_CHECK_VALUE(known, "cpu_gemm: 'engine' must be onednn, avx512bf16 or portable, got '",
+                      *engine, "'");
+    TORCH_CHECK_VALUE(ascend_ops::cpu::engine_usable(chosen, a.scalar_type()), "cpu_gemm: engine '",
+                      *engine, "' cannot multiply ", a.scalar_type(), " on this CPU");
+  }
   at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options().dtype(at::kFloat));
-  const auto view = [](const at::Tensor& t) {
-    return ascend_ops::cpu::Bf16View{reinterpret_cast<const uint16_t*>(t.const_data_ptr()),
-                                     t.stride(0), t.stride(1)};
-  };
-  ascend_ops::cpu::bf16_gemm(view(a), view(b), a.size(0), b.size(1), a.size(1),
-                             c.mutable_data_ptr<float>(), c.size(1), false);
+  ascend_ops::cpu::gemm(ascend_ops::cpu::GemmOperand(a), ascend_ops::cpu::GemmOperand(b), c,
+                        false, chosen);
   return c;
+}
+
+std::vector<std::string> cpu_gemm_engines() {
+  std::vector<std::string> names;
+  for (const auto engine : ascend_ops::cpu::available_gemm_engines()) {
+    names.emplace_back(ascend_ops::cpu::engine_name(engine));
+  }
+  return names;
+}
+
+std::vector<std::pair<std::string, double>> cpu_gemm_timings() {
+  std::vector<std::pair<std::string, double>> rows;
+  for (const auto& t : ascend_ops::cpu::gemm_engine_timings()) {
+    rows.emplace_back(ascend_ops::cpu::engine_name(t.engine), t.tflops);
+  }
+  return rows;
 }
 
 }  // namespace
@@ -62,6 +91,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "dtype of the batch_norm_reduce_backward sums, as the CPU and NPU kernels choose it.");
   m.def("cpu_avx512_kernels_supported", &ascend_ops::cpu::avx512_kernels_supported,
         "Whether this CPU runs the bfloat16 fast path (AVX512-BF16).");
-  m.def("cpu_bf16_matmul", &bf16_matmul, py::arg("a"), py::arg("b"),
-        "a @ b in fp32 on the fast path's bf16 GEMM (for benchmarks and tests).");
+  m.def("cpu_gemm", &cpu_gemm, py::arg("a"), py::arg("b"), py::arg("engine") = py::none(),
+        "a @ b in fp32 through the CPU GEMM layer, on `engine` (default: the kernels' choice).");
+  m.def("cpu_gemm_engines", &cpu_gemm_engines,
+        "Names of the GEMM engines that run bfloat16 on this CPU.");
+  m.def("cpu_gemm_engine", [] {
+          return std::string(ascend_ops::cpu::engine_name(ascend_ops::cpu::gemm_engine(at::kBFloat16)));
+        },
+        "The engine the CPU kernels use for bfloat16 (ASCEND_OPS_CPU_GEMM, else measured).");
+  m.def("cpu_gemm_timings", &cpu_gemm_timings,
+        "(engine, TFLOP/s) of each available engine on the representative block, measured "
+        "once per process.");
 }

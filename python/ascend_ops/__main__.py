@@ -1,5 +1,5 @@
-"""`python -m ascend_ops`: which implementations run here, and a parity table of each
-against the float64 reference. Exits non-zero if any row fails SPEC §4's tolerances or
+"""`python -m ascend_ops`: the CPU and the GEMM engine its kernels chose, which
+implementations run here, and a parity table of each against the float64 reference. Exits non-zero if any row fails SPEC §4's tolerances or
 no implementation can run."""
 
 from __future__ import annotations
@@ -10,11 +10,17 @@ import torch
 
 from . import __version__
 from ._impls import available_impls
+from .cpu_info import cpu_info, gemm_engine_report
 from .parity import format_table, parity_rows
 
 
 def main() -> int:
     print(f"ascend_ops {__version__} (torch {torch.__version__}, {torch.get_num_threads()} threads)")
+    print(f"CPU: {cpu_info().describe()}")
+    try:
+        print(f"CPU GEMM engine (bfloat16): {gemm_engine_report().describe()}")
+    except (RuntimeError, ValueError) as error:  # no native library, or a bad switch
+        print(f"CPU GEMM engine: unavailable: {error}")
     print("\nImplementations:")
     status = available_impls()
     for name, s in status.items():

@@ -13,6 +13,7 @@
 // any thread count. Scratch is per task, not per element: no tensor-sized temporaries.
 #include "../validation.h"
 #include "avx512_kernels.h"
+#include "engine_switch.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -45,8 +46,7 @@ struct Sums {
 };
 
 bool use_avx512() {
-  const char* forced = std::getenv("ASCEND_OPS_CPU_PORTABLE");
-  return cpu::avx512_kernels_supported() && !(forced != nullptr && std::strcmp(forced, "1") == 0);
+  return cpu::avx512_kernels_supported() && !cpu::portable_forced();  // engine_switch.h
 }
 
 template <typename T>

@@ -2,7 +2,7 @@
 //
 // Two paths compute the same math:
 //
-// * bfloat16 on CPUs with AVX512-BF16 (the fast path): the vocabulary is cut into
+// * bfloat16 on the onednn or avx512bf16 GEMM engine: the vocabulary is cut into
 //   chunks of `vc` columns sized from the scratch budget, so the memory-saving mode
 //   never holds [BT, V]. Per chunk c:
 //     logits_c [BT, vc] = x @ W_c.T           bf16 GEMM, fp32 out (memory-saving only)
@@ -10,16 +10,18 @@
 //     dx_acc   [BT, H] += G_c @ W_c            fp32 accumulation across chunks
 //     weight_grad[c]    = bf16(G_c.T @ x)      complete in one GEMM (K = BT), G_c.T
 //                                             transposed once so the GEMM reads it in place
-//   then input_grad = bf16(dx_acc). All GEMMs are ours (bf16_gemm.h): half in, fp32
-//   out, operands repacked per block, so G_c.T costs no more than G_c.
-// * everything else (float16, or no AVX512-BF16, or ASCEND_OPS_CPU_PORTABLE=1): rows in
-//   chunks, ATen GEMMs with the fp32-output ones widened to fp32.
+//   then input_grad = bf16(dx_acc). The GEMMs run on the engine the GEMM layer chose
+//   (gemm.h): onednn (fp32 copies of G and W_c, oneDNN's bf16 kernels) or avx512bf16 (the
+//   own GEMM, G_c.T transposed once per chunk so it reads A row-major).
+// * everything else (float16, or the portable engine chosen or forced): rows in chunks,
+//   the layer's portable fp32 GEMMs on widened operands.
 //
 // Chunk sizes depend on the shapes and the budget only, never on the thread count, and
 // every element is summed in one fixed order: results are bitwise reproducible.
 #include "../target_mask.h"
 #include "../validation.h"
-#include "bf16_gemm.h"
+#include "avx512_kernels.h"
+#include "gemm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -57,11 +59,6 @@ int64_t scratch_budget(std::optional<int64_t> scratch_bytes) {
   return kDefaultScratchBytes;
 }
 
-bool portable_path_forced() {
-  const char* forced = std::getenv("ASCEND_OPS_CPU_PORTABLE");
-  return forced != nullptr && std::strcmp(forced, "1") == 0;
-}
-
 // The contiguous operands of one call.
 struct FlceOperands {
   at::Tensor grad, input, weight;
@@ -80,11 +77,33 @@ uint16_t* bf16_bits(at::Tensor& t) {
 }
 
 // dst[rows, cols] = bf16(src[rows, cols]), both row-major with leading dimension cols.
+// The AVX512 kernel where the CPU has it (oneDNN may run on CPUs without AVX512-BF16).
 void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst) {
+  const bool vectorised = cpu::avx512_kernels_supported();
   const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, cols));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    cpu::round_to_bf16(src + begin * cols, (end - begin) * cols, dst + begin * cols);
+    const int64_t n = (end - begin) * cols;
+    if (vectorised) {
+      cpu::round_to_bf16(src + begin * cols, n, dst + begin * cols);
+      return;
+    }
+    for (int64_t i = begin * cols; i < begin * cols + n; ++i) {
+      dst[i] = c10::BFloat16(src[i]).x;  // round to nearest even
+    }
   });
+}
+
+// One row of G (avx512_kernels.h, logits_grad_row), with a portable twin.
+void logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
+                     float inv_sum, float scale, int64_t target, uint16_t* g) {
+  if (cpu::avx512_kernels_supported()) {
+    cpu::logits_grad_row(src, cols, recompute, row_max, inv_sum, scale, target, g);
+    return;
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    const float p = recompute ? std::exp(src[j] - row_max) * inv_sum : src[j];
+    g[j] = c10::BFloat16((p - (j == target ? 1.0f : 0.0f)) * scale).x;
+  }
 }
 
 // dst[cols, rows] = src[rows, cols] (leading dimensions ld_src, ld_dst), in 64 x 64
@@ -121,47 +140,49 @@ int64_t scratch_ld(int64_t n) {
   return ld;
 }
 
-void flce_bf16_fast(const FlceOperands& op, int64_t budget, at::Tensor& input_grad,
-                    at::Tensor& weight_grad) {
-  using cpu::Bf16View;
+// The bfloat16 path on the onednn and avx512bf16 engines: vocabulary chunks (see the top).
+void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine engine,
+                       at::Tensor& input_grad, at::Tensor& weight_grad) {
+  using cpu::GemmOperand;
   const int64_t bt = op.input.size(0);
   const int64_t h = op.input.size(1);
   const int64_t vocab = op.weight.size(0);
   const bool recompute = op.recompute();
+  // The own GEMM reads bf16 in place, G.T made row-major; oneDNN multiplies fp32 copies of
+  // G and of the weight chunk (it reads a transposed operand without a copy).
+  const bool own_gemm = engine == cpu::GemmEngine::kAvx512Bf16;
 
-  // Scratch per vocabulary column of a chunk: its fp32 logits, and bf16 G and G.T, for
-  // every row, and its fp32 weight_grad row. At least one 32-column panel per chunk.
-  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2 + 2) + h * 4;
+  // Scratch per vocabulary column of a chunk, for every row: its fp32 logits (memory-saving
+  // mode), bf16 G, and bf16 G.T (own GEMM) or fp32 G (oneDNN); plus its fp32 weight_grad row
+  // and, for oneDNN, its fp32 weight row. At least one 32-column panel per chunk.
+  const int64_t per_column =
+      bt * ((recompute ? 4 : 0) + 2 + (own_gemm ? 2 : 4)) + h * 4 + (own_gemm ? 0 : h * 4);
   const int64_t panel = cpu::kNr;
   const int64_t vc = std::min(vocab, std::max(panel, budget / per_column / panel * panel));
 
   at::Tensor logits = recompute ? at::empty({bt, vc}, op.grad.options()) : at::Tensor();
   const int64_t ld_g = scratch_ld(vc);
   const int64_t ld_g_t = scratch_ld(bt);
-  at::Tensor g = at::empty({bt, ld_g}, op.input.options());         // BT x vc, bf16
-  at::Tensor g_t = at::empty({vc, ld_g_t}, op.input.options());     // vc x BT, bf16
-  at::Tensor dw_chunk = at::empty({vc, h}, op.grad.options());      // vc x H, fp32
-  at::Tensor dx_acc = at::empty({bt, h}, op.grad.options());        // BT x H, fp32
-  const uint16_t* x = bf16_bits(op.input);
-  const uint16_t* w = bf16_bits(op.weight);
+  at::Tensor g = at::empty({bt, ld_g}, op.input.options());  // BT x vc, bf16
+  at::Tensor g_t = own_gemm ? at::empty({vc, ld_g_t}, op.input.options())  // vc x BT, bf16
+                            : at::Tensor();
+  at::Tensor dw_chunk = at::empty({vc, h}, op.grad.options());  // vc x H, fp32
+  at::Tensor dx_acc = at::empty({bt, h}, op.grad.options());    // BT x H, fp32
+  const GemmOperand x(op.input);  // BT x H; oneDNN widens it once, for every chunk
   uint16_t* g_bits = bf16_bits(g);
-  uint16_t* g_t_bits = bf16_bits(g_t);
-  float* dx = dx_acc.mutable_data_ptr<float>();
-  float* dw = dw_chunk.mutable_data_ptr<float>();
   const float* scale = op.grad.const_data_ptr<float>();
   const float* row_max = recompute ? op.logits_max.const_data_ptr<float>() : nullptr;
   const float* sum_exp = recompute ? op.sum_exp_logits.const_data_ptr<float>() : nullptr;
 
   for (int64_t v0 = 0; v0 < vocab; v0 += vc) {
     const int64_t cols = std::min(vc, vocab - v0);
-    const uint16_t* w_chunk = w + v0 * h;  // cols x H
+    const GemmOperand w_chunk(op.weight.narrow(0, v0, cols));  // cols x H
     const float* src = nullptr;
     int64_t ld_src = 0;
     if (recompute) {
-      float* l = logits.mutable_data_ptr<float>();
-      // logits_c = x @ W_c.T: B(k, n) = W_c[n, k]
-      cpu::bf16_gemm(Bf16View{x, h, 1}, Bf16View{w_chunk, 1, h}, bt, cols, h, l, vc, false);
-      src = l;
+      at::Tensor l = logits.narrow(1, 0, cols);  // BT x cols, fp32
+      cpu::gemm(x, w_chunk.t(), l, false, engine);  // logits_c = x @ W_c.T
+      src = l.const_data_ptr<float>();
       ld_src = vc;
     } else {
       src = op.softmax.const_data_ptr<float>() + v0;
@@ -172,20 +193,25 @@ void flce_bf16_fast(const FlceOperands& op, int64_t budget, at::Tensor& input_gr
       for (int64_t i = begin; i < end; ++i) {
         const RowTarget& t = op.targets[i];
         const bool here = !t.masked && t.column >= v0 && t.column < v0 + cols;
-        cpu::logits_grad_row(src + i * ld_src, cols, recompute, recompute ? row_max[i] : 0.0f,
-                             recompute ? 1.0f / sum_exp[i] : 1.0f, scale[i],
-                             here ? t.column - v0 : -1, g_bits + i * ld_g);
+        logits_grad_row(src + i * ld_src, cols, recompute, recompute ? row_max[i] : 0.0f,
+                        recompute ? 1.0f / sum_exp[i] : 1.0f, scale[i], here ? t.column - v0 : -1,
+                        g_bits + i * ld_g);
       }
     });
-    // dx_acc += G_c @ W_c
-    cpu::bf16_gemm(Bf16View{g_bits, ld_g, 1}, Bf16View{w_chunk, h, 1}, bt, h, cols, dx, h, v0 > 0);
-    // weight_grad[c] = G_c.T @ x, with G_c.T made row-major first: the GEMM reads a
-    // row-major A in place but would repack a transposed one for every column tile.
-    transpose_bf16(g_bits, bt, cols, ld_g, g_t_bits, ld_g_t);
-    cpu::bf16_gemm(Bf16View{g_t_bits, ld_g_t, 1}, Bf16View{x, h, 1}, cols, h, bt, dw, h, false);
-    round_rows(dw, cols, h, bf16_bits(weight_grad) + v0 * h);
+    const GemmOperand g_c(g.narrow(1, 0, cols));  // BT x cols
+    cpu::gemm(g_c, w_chunk, dx_acc, v0 > 0, engine);  // dx_acc += G_c @ W_c
+    at::Tensor dw = dw_chunk.narrow(0, 0, cols);     // cols x H
+    if (own_gemm) {
+      // weight_grad[c] = G_c.T @ x, with G_c.T made row-major first: the own GEMM reads a
+      // row-major A in place but would repack a transposed one for every column tile.
+      transpose_bf16(g_bits, bt, cols, ld_g, bf16_bits(g_t), ld_g_t);
+      cpu::gemm(GemmOperand(g_t.narrow(0, 0, cols).narrow(1, 0, bt)), x, dw, false, engine);
+    } else {
+      cpu::gemm(g_c.t(), x, dw, false, engine);
+    }
+    round_rows(dw.const_data_ptr<float>(), cols, h, bf16_bits(weight_grad) + v0 * h);
   }
-  round_rows(dx, bt, h, bf16_bits(input_grad));
+  round_rows(dx_acc.const_data_ptr<float>(), bt, h, bf16_bits(input_grad));
 }
 
 // G_c = half((P - onehot) * grad) for rows [row0, row0 + rows). `probability(i, j)`
@@ -208,32 +234,39 @@ void logits_grad_chunk(const Probability& probability, const std::vector<RowTarg
   });
 }
 
-// The portable path: rows in chunks of the budget, ATen GEMMs. The half operands of the
-// fp32-output GEMMs are widened to fp32 first (no exported ATen GEMM takes half in and
-// gives fp32 out), so it also holds an fp32 copy of the weight and of weight_grad.
+// The portable engine (float16 always; bfloat16 where chosen or forced): rows in chunks of
+// the budget, through the GEMM layer's fp32 GEMMs on fp32 copies of the half operands, so
+// it also holds an fp32 copy of the weight and an fp32 weight_grad accumulator.
 template <typename T>
 void flce_portable(const FlceOperands& op, int64_t budget, at::Tensor& input_grad,
                    at::Tensor& weight_grad) {
+  using cpu::GemmOperand;
+  constexpr cpu::GemmEngine engine = cpu::GemmEngine::kPortable;
   const int64_t bt = op.input.size(0);
   const int64_t h = op.input.size(1);
   const int64_t vocab = op.weight.size(0);
   const bool recompute = op.recompute();
+  // Per row of a chunk: half G, fp32 logits (memory-saving), fp32 input_grad row.
   const int64_t bytes_per_row = vocab * (static_cast<int64_t>(sizeof(T)) +
-                                         (recompute ? static_cast<int64_t>(sizeof(float)) : 0));
+                                         (recompute ? static_cast<int64_t>(sizeof(float)) : 0)) +
+                                h * static_cast<int64_t>(sizeof(float));
   const int64_t chunk_rows = std::clamp<int64_t>(budget / bytes_per_row, 1, bt);
 
-  const at::Tensor weight_f32 = recompute ? op.weight.to(at::kFloat) : at::Tensor();  // V x H
+  const GemmOperand weight(op.weight);  // V x H, widened once
   const float* g_up = op.grad.const_data_ptr<float>();
   at::Tensor g_chunk = at::empty({chunk_rows, vocab}, op.input.options());  // rows x V, half
-  at::Tensor dw_acc = at::zeros({vocab, h}, op.grad.options());             // V x H, fp32
+  at::Tensor logits_chunk = recompute ? at::empty({chunk_rows, vocab}, op.grad.options())
+                                      : at::Tensor();                       // rows x V, fp32
+  at::Tensor dx_chunk = at::empty({chunk_rows, h}, op.grad.options());      // rows x H, fp32
+  at::Tensor dw_acc = at::empty({vocab, h}, op.grad.options());             // V x H, fp32
   T* g = g_chunk.mutable_data_ptr<T>();
 
   for (int64_t row0 = 0; row0 < bt; row0 += chunk_rows) {
     const int64_t rows = std::min(chunk_rows, bt - row0);
-    const at::Tensor x_c = op.input.narrow(0, row0, rows).to(at::kFloat);  // rows x H
-    at::Tensor g_c = g_chunk.narrow(0, 0, rows);                            // rows x V
+    const GemmOperand x_c(op.input.narrow(0, row0, rows));  // rows x H
     if (recompute) {
-      const at::Tensor logits = at::mm(x_c, weight_f32.t());  // rows x V, fp32
+      at::Tensor logits = logits_chunk.narrow(0, 0, rows);  // rows x V
+      cpu::gemm(x_c, weight.t(), logits, false, engine);
       const float* l = logits.const_data_ptr<float>();
       const float* m = op.logits_max.const_data_ptr<float>() + row0;
       const float* s = op.sum_exp_logits.const_data_ptr<float>() + row0;
@@ -246,9 +279,11 @@ void flce_portable(const FlceOperands& op, int64_t budget, at::Tensor& input_gra
       const auto probability = [=](int64_t i, int64_t j) { return p[i * vocab + j]; };
       logits_grad_chunk<T>(probability, op.targets, g_up, row0, rows, vocab, g);
     }
-    at::Tensor dx_c = input_grad.narrow(0, row0, rows);
-    at::mm_out(dx_c, g_c, op.weight);              // [rows, V] @ [V, H], fp32 accumulation
-    dw_acc.addmm_(g_c.to(at::kFloat).t(), x_c);    // [V, rows] @ [rows, H], fp32 over chunks
+    const GemmOperand g_c(g_chunk.narrow(0, 0, rows));  // rows x V
+    at::Tensor dx_c = dx_chunk.narrow(0, 0, rows);
+    cpu::gemm(g_c, weight, dx_c, false, engine);           // [rows, V] @ [V, H]
+    input_grad.narrow(0, row0, rows).copy_(dx_c);
+    cpu::gemm(g_c.t(), x_c, dw_acc, row0 > 0, engine);     // [V, rows] @ [rows, H], over chunks
   }
   weight_grad.copy_(dw_acc);
 }
@@ -284,9 +319,9 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
     op.logits_max = logits_max->contiguous();
     op.sum_exp_logits = sum_exp_logits->contiguous();
   }
-  if (input.scalar_type() == at::kBFloat16 && cpu::avx512_kernels_supported() &&
-      !portable_path_forced()) {
-    flce_bf16_fast(op, budget, input_grad, weight_grad);
+  const cpu::GemmEngine engine = cpu::gemm_engine(input.scalar_type());
+  if (engine != cpu::GemmEngine::kPortable) {
+    flce_vocab_chunks(op, budget, engine, input_grad, weight_grad);
   } else {
     AT_DISPATCH_REDUCED_FLOATING_TYPES(input.scalar_type(), "fused_linear_cross_entropy_loss_grad", [&] {
       flce_portable<scalar_t>(op, budget, input_grad, weight_grad);

@@ -9,11 +9,10 @@
 // Each row is folded by one thread, blocks in vocabulary order, so the results are
 // bitwise the same for any thread count.
 //
-// The block logits come from the AVX512-BF16 GEMM (bf16 in, fp32 out) for bfloat16 inputs
-// on CPUs that have it; otherwise input chunk and weight block are widened to fp32 for
-// ATen's fp32 GEMM (no exported ATen CPU GEMM takes half in and gives fp32 out).
+// The block logits come from the GEMM layer (gemm.h), fp32 out of half operands, on the
+// engine it chose for the dtype (float16: portable, which widens chunk and block to fp32).
 #include "../validation.h"
-#include "bf16_gemm.h"
+#include "gemm.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -22,16 +21,15 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
 namespace ascend_ops {
 namespace {
 
-// Widened fp32 copy of one vocabulary block of the weight: at H = 4096 a block is
+// fp32 copy of one vocabulary block of the weight (onednn and portable engines): at H = 4096 a block is
 // 16 MiB / (4096 · 4 B) = 1024 vocabulary rows.
 constexpr int64_t kWeightBlockBytes = 16LL << 20;
-// fp32 copy of a row chunk of the input plus its [rows, vocab_block] logits: at H = 4096
+// fp32 copy of a row chunk of the input (onednn and portable engines) plus its [rows, vocab_block] logits: at H = 4096
 // and a 1024-row block that is 32 MiB / (16 KiB + 4 KiB) = 1638 rows.
 constexpr int64_t kRowChunkBytes = 32LL << 20;
 
@@ -53,24 +51,16 @@ void online_max_sum(const at::Tensor& input, const at::Tensor& weight,
                                             std::max<int64_t>(vocab, 1));
   const int64_t chunk = std::clamp<int64_t>(kRowChunkBytes / ((h + block) * 4), 1, bt);
   at::Tensor logits_buffer = at::empty({chunk * block}, input.options().dtype(at::kFloat));
-  const bool bf16_gemm = std::is_same_v<T, at::BFloat16> && cpu::avx512_kernels_supported();
-  const auto* x_bits = reinterpret_cast<const uint16_t*>(input.const_data_ptr<T>());
-  const auto* w_bits = reinterpret_cast<const uint16_t*>(weight.const_data_ptr<T>());
+  const cpu::GemmEngine engine = cpu::gemm_engine(input.scalar_type());
 
   for (int64_t row0 = 0; row0 < bt; row0 += chunk) {
     const int64_t rows = std::min(chunk, bt - row0);
-    const at::Tensor x = bf16_gemm ? at::Tensor() : input.narrow(0, row0, rows).to(at::kFloat);
+    const cpu::GemmOperand x(input.narrow(0, row0, rows));  // rows x H, widened once if needed
     for (int64_t col0 = 0; col0 < vocab; col0 += block) {
       const int64_t cols = std::min(block, vocab - col0);
       at::Tensor logits = logits_buffer.narrow(0, 0, rows * cols).view({rows, cols});
-      if (bf16_gemm) {  // [rows, H] @ [H, cols] (the weight block read transposed), fp32 out
-        cpu::bf16_gemm(cpu::Bf16View{x_bits + row0 * h, h, 1},
-                       cpu::Bf16View{w_bits + col0 * h, 1, h}, rows, cols, h,
-                       logits.mutable_data_ptr<float>(), cols, false);
-      } else {
-        const at::Tensor w = weight.narrow(0, col0, cols).to(at::kFloat);  // cols x H
-        at::mm_out(logits, x, w.t());  // rows x cols, fp32
-      }
+      // [rows, H] @ [H, cols]: the weight block read transposed, fp32 out
+      cpu::gemm(x, cpu::GemmOperand(weight.narrow(0, col0, cols)).t(), logits, false, engine);
       const float* l = logits.const_data_ptr<float>();
       at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {

@@ -1,0 +1,29 @@
+// The one switch that picks how the CPU kernels compute, read from the environment on
+// every call (so a test can change it) and parsed here only:
+//
+//   ASCEND_OPS_CPU_GEMM = auto (default) | onednn | avx512bf16 | portable
+//   ASCEND_OPS_CPU_PORTABLE = 1           alias of ASCEND_OPS_CPU_GEMM=portable
+//
+// "portable" also sends the non-GEMM kernels (batch_norm_reduce_backward's sums) to their
+// portable loops; the other values concern the GEMM layer (gemm.h) only.
+#pragma once
+
+#include <optional>
+
+namespace ascend_ops {
+namespace cpu {
+
+enum class GemmEngine { kOneDnn, kAvx512Bf16, kPortable };
+
+// "onednn", "avx512bf16" or "portable".
+const char* engine_name(GemmEngine engine);
+
+// The engine the environment forces, or nullopt for "auto". Throws ValueError naming the
+// variable on any other value, or when the two variables disagree.
+std::optional<GemmEngine> forced_gemm_engine();
+
+// True when the environment forces the portable path.
+bool portable_forced();
+
+}  // namespace cpu
+}  // namespace ascend_ops

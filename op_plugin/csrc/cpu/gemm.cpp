@@ -1,0 +1,192 @@
+#include "gemm.h"
+
+#include "bf16_gemm.h"
+
+#include <ATen/Context.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <mutex>
+
+namespace ascend_ops {
+namespace cpu {
+namespace {
+
+// Sets oneDNN's fp32 matmul precision for the lifetime of the guard and then restores what
+// was there. The precision is process-wide state: the mutex keeps our own calls from
+// restoring each other's setting; a user's fp32 matmul running on another Python thread
+// at the same moment would see it too (documented in docs/cpu_kernels.md).
+class MatmulPrecisionGuard {
+ public:
+  explicit MatmulPrecisionGuard(at::Float32Precision precision) : lock_(mutex()) {
+    auto& context = at::globalContext();
+    saved_ = context.float32Precision(at::Float32Backend::MKLDNN, at::Float32Op::MATMUL);
+    context.setFloat32Precision(at::Float32Backend::MKLDNN, at::Float32Op::MATMUL, precision);
+  }
+  ~MatmulPrecisionGuard() {
+    at::globalContext().setFloat32Precision(at::Float32Backend::MKLDNN, at::Float32Op::MATMUL,
+                                            saved_);
+  }
+  MatmulPrecisionGuard(const MatmulPrecisionGuard&) = delete;
+  MatmulPrecisionGuard& operator=(const MatmulPrecisionGuard&) = delete;
+
+ private:
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  std::lock_guard<std::mutex> lock_;
+  at::Float32Precision saved_ = at::Float32Precision::NONE;
+};
+
+// oneDNN's bf16 kernels need AVX512 BW/VL/DQ (AVX512-BF16 and AMX make them faster);
+// without them oneDNN would emulate, and the engine is not offered.
+bool onednn_bf16_supported() {
+  static const bool supported = at::hasMKLDNN() && __builtin_cpu_supports("avx512bw") &&
+                                __builtin_cpu_supports("avx512vl") &&
+                                __builtin_cpu_supports("avx512dq");
+  return supported;
+}
+
+Bf16View bf16_view(const at::Tensor& t) {
+  return Bf16View{reinterpret_cast<const uint16_t*>(t.const_data_ptr<at::BFloat16>()),
+                  t.stride(0), t.stride(1)};
+}
+
+double seconds_of(const std::function<void()>& run) {
+  const auto start = std::chrono::steady_clock::now();
+  run();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::vector<EngineTiming> measure_engines() {
+  constexpr int64_t m = 256, n = 512, k = 1024;
+  const at::Generator gen = at::detail::createCPUGenerator(9);
+  const at::Tensor a = at::randn({m, k}, gen, at::kFloat).to(at::kBFloat16);
+  const at::Tensor b = at::randn({n, k}, gen, at::kFloat).to(at::kBFloat16);  // read as B.T
+  at::Tensor c = at::empty({m, n}, at::kFloat);
+  const std::vector<GemmEngine> engines = available_gemm_engines();
+  std::vector<double> best(engines.size(), 1e30);
+  // Rounds interleave the engines, so a burst of load from other processes hits them alike;
+  // the best of three runs per engine counts. The first round warms up (oneDNN creates its
+  // kernel on the first call) and is not timed.
+  // A is kept (widened once, in the warm-up, as the kernels keep x), B is fresh each run
+  // (widened per product, as a weight chunk is): the cost of widening counts.
+  const GemmOperand a_op(a);
+  for (int round = 0; round < 4; ++round) {
+    for (size_t e = 0; e < engines.size(); ++e) {
+      const double s = seconds_of([&] { gemm(a_op, GemmOperand(b).t(), c, false, engines[e]); });
+      if (round > 0) {
+        best[e] = std::min(best[e], s);
+      }
+    }
+  }
+  std::vector<EngineTiming> timings;
+  for (size_t e = 0; e < engines.size(); ++e) {
+    timings.push_back({engines[e], 2.0 * m * n * k / std::max(best[e], 1e-9) / 1e12});
+  }
+  return timings;
+}
+
+}  // namespace
+
+GemmOperand::GemmOperand(at::Tensor matrix) : storage_(std::make_shared<Storage>()) {
+  TORCH_INTERNAL_ASSERT(matrix.dim() == 2, "GemmOperand: expected a matrix");
+  storage_->matrix = std::move(matrix);
+}
+
+GemmOperand GemmOperand::t() const {
+  GemmOperand transposed = *this;
+  transposed.transposed_ = !transposed_;
+  return transposed;
+}
+
+at::Tensor GemmOperand::half() const {
+  return transposed_ ? storage_->matrix.t() : storage_->matrix;
+}
+
+at::Tensor GemmOperand::widened() const {
+  if (!storage_->f32.defined()) {
+    storage_->f32 = storage_->matrix.to(at::kFloat, /*non_blocking=*/false, /*copy=*/false,
+                                        at::MemoryFormat::Contiguous);
+  }
+  return transposed_ ? storage_->f32.t() : storage_->f32;
+}
+
+void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumulate,
+          GemmEngine engine) {
+  TORCH_INTERNAL_ASSERT(a.cols() == b.rows() && c.size(0) == a.rows() && c.size(1) == b.cols() &&
+                        c.scalar_type() == at::kFloat && (c.size(1) <= 1 || c.stride(1) == 1));
+  TORCH_INTERNAL_ASSERT(engine_usable(engine, a.half().scalar_type()),
+                        "gemm: engine ", engine_name(engine), " cannot run this dtype here");
+  if (engine == GemmEngine::kAvx512Bf16) {
+    bf16_gemm(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
+              c.mutable_data_ptr<float>(), c.stride(0), accumulate);
+    return;
+  }
+  // onednn: bf16 products through oneDNN's bf16 kernels; portable: IEEE fp32, whatever
+  // precision the user set for their own matmuls.
+  const MatmulPrecisionGuard precision(engine == GemmEngine::kOneDnn ? at::Float32Precision::BF16
+                                                                     : at::Float32Precision::IEEE);
+  if (accumulate) {
+    c.addmm_(a.widened(), b.widened());
+  } else {
+    at::mm_out(c, a.widened(), b.widened());
+  }
+}
+
+std::vector<GemmEngine> available_gemm_engines() {
+  std::vector<GemmEngine> engines;
+  if (onednn_bf16_supported()) {
+    engines.push_back(GemmEngine::kOneDnn);
+  }
+  if (avx512_kernels_supported()) {
+    engines.push_back(GemmEngine::kAvx512Bf16);
+  }
+  engines.push_back(GemmEngine::kPortable);
+  return engines;
+}
+
+bool engine_usable(GemmEngine engine, at::ScalarType dtype) {
+  switch (engine) {
+    case GemmEngine::kOneDnn:
+      return dtype == at::kBFloat16 && onednn_bf16_supported();
+    case GemmEngine::kAvx512Bf16:
+      return dtype == at::kBFloat16 && avx512_kernels_supported();
+    case GemmEngine::kPortable:
+      return dtype == at::kBFloat16 || dtype == at::kHalf;
+  }
+  return false;
+}
+
+GemmEngine gemm_engine(at::ScalarType dtype) {
+  const std::optional<GemmEngine> forced = forced_gemm_engine();  // a bad value throws for any dtype
+  if (dtype != at::kBFloat16) {
+    return GemmEngine::kPortable;
+  }
+  if (forced.has_value()) {
+    std::string available;
+    for (const GemmEngine engine : available_gemm_engines()) {
+      available += std::string(available.empty() ? "" : ", ") + engine_name(engine);
+    }
+    TORCH_CHECK_VALUE(engine_usable(*forced, dtype), "ASCEND_OPS_CPU_GEMM='",
+                      engine_name(*forced), "' is not available on this CPU (available: ",
+                      available, ")");
+    return *forced;
+  }
+  const auto& timings = gemm_engine_timings();
+  return std::max_element(timings.begin(), timings.end(),
+                          [](const EngineTiming& x, const EngineTiming& y) {
+                            return x.tflops < y.tflops;
+                          })
+      ->engine;
+}
+
+const std::vector<EngineTiming>& gemm_engine_timings() {
+  static const std::vector<EngineTiming> timings = measure_engines();
+  return timings;
+}
+
+}  // namespace cpu
+}  // namespace ascend_ops

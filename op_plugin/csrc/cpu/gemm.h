@@ -1,0 +1,78 @@
+// The GEMM layer of the CPU kernels: every product of fused_linear_cross_entropy_loss_grad
+// and fused_linear_online_max_sum goes through gemm() below, which computes
+//
+//   C (fp32) = [C +] A @ B,   A [m, k] and B [k, n] half-precision values
+//
+// with SPEC §1's numerics: the products of the half values are exact in fp32, they are
+// accumulated in fp32, and C is fp32. Three engines can do that:
+//
+//   onednn      ATen's GEMM on fp32 copies of the operands with oneDNN told to compute
+//               in bf16 (exact: the values are bf16), which runs oneDNN's AMX or
+//               AVX512-BF16 kernels; bf16 operands only.
+//   avx512bf16  the project's own GEMM (bf16_gemm.h) on CPUs with AVX512-BF16, reading the
+//               bf16 operands in place; bf16 operands only.
+//   portable    ATen's fp32 GEMM (IEEE) on fp32 copies; any CPU, bf16 and float16.
+//
+// For bf16 the engine is chosen by measurement (gemm_engine()); ASCEND_OPS_CPU_GEMM forces
+// one (engine_switch.h). Each engine sums every element in an order fixed by the shape and
+// the thread count: results are bitwise reproducible for a given engine and thread count.
+#pragma once
+
+#include "engine_switch.h"
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <vector>
+
+namespace ascend_ops {
+namespace cpu {
+
+// A matrix operand: a 2-D half view (any strides), or the transpose of one. Its fp32 copy,
+// which the onednn and portable engines multiply, is made on first need and shared by the
+// operand and its transpose, so an operand used by two GEMMs is widened once.
+class GemmOperand {
+ public:
+  explicit GemmOperand(at::Tensor matrix);
+  GemmOperand t() const;  // the transpose, sharing the fp32 copy
+  at::Tensor half() const;
+  at::Tensor widened() const;  // fp32, made once
+  int64_t rows() const { return half().size(0); }
+  int64_t cols() const { return half().size(1); }
+
+ private:
+  struct Storage {
+    at::Tensor matrix;
+    at::Tensor f32;
+  };
+  std::shared_ptr<Storage> storage_;
+  bool transposed_ = false;
+};
+
+// C = [C +] A @ B on `engine` (one that engine_usable() accepts for A's dtype). C is an
+// fp32 [m, n] view whose rows may be strided but whose columns are contiguous.
+void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumulate,
+          GemmEngine engine);
+
+// Engines that run bf16 GEMMs on this CPU (portable always).
+std::vector<GemmEngine> available_gemm_engines();
+
+// Whether `engine` meets SPEC's numerics for `dtype` on this CPU.
+bool engine_usable(GemmEngine engine, at::ScalarType dtype);
+
+// The engine for GEMMs of `dtype`: float16 always runs on portable; for bfloat16 the one
+// ASCEND_OPS_CPU_GEMM forces (ValueError if this CPU lacks it), else the fastest measured.
+GemmEngine gemm_engine(at::ScalarType dtype);
+
+// One engine's speed on the representative block, measured once per process.
+struct EngineTiming {
+  GemmEngine engine;
+  double tflops;
+};
+// Every available engine timed on a 256 x 512 x 1024 bf16 product (0.27 GFLOP: a few ms
+// each), after a warm-up, best of three; the first call measures, later ones return the
+// same figures. The fastest is the "auto" choice.
+const std::vector<EngineTiming>& gemm_engine_timings();
+
+}  // namespace cpu
+}  // namespace ascend_ops

@@ -1,0 +1,173 @@
+#!/usr/bin/env python
+"""Regenerate the tables of docs/benchmarks.md from the committed benchmark CSV, so every
+figure there has its data in scripts/results/.
+
+Each table sits between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in the markdown;
+everything outside the markers is left alone. Tables use the newest row per key
+(scripts/results_csv.py) and show one block per CPU class (model, AMX-BF16,
+AVX512-BF16), thread count and GEMM engine. Ratios are within one run of one machine.
+
+    python scripts/benchmark_tables.py            # rewrite docs/benchmarks.md
+    python scripts/benchmark_tables.py --check    # exit 1 if it is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import re
+import sys
+from collections import defaultdict
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from results_csv import DEFAULT_CSV, newest_rows  # noqa: E402
+
+DOC = ROOT / "docs" / "benchmarks.md"
+FLCE = "fused_linear_cross_entropy_loss_grad"
+BN = "batch_norm_reduce_backward"
+LCE = "linear_cross_entropy"
+
+
+def cpu_class(row: dict) -> str:
+    flags = [name for name in ("amx_bf16", "avx512_bf16") if row[name] == "1"]
+    return f"{row['cpu_model']} ({', '.join(flags) or 'no bf16 ISA'}), {row['threads']} thr"
+
+
+def size_key(size: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in size.split("x"))
+
+
+def seconds(value: str) -> str:
+    s = float(value)
+    if s >= 1.0:
+        return f"{s * 1e3:.0f} ms"
+    return f"{s * 1e3:.1f} ms" if s >= 0.01 else f"{s * 1e3:.2f} ms"
+
+
+def mib(value: str) -> str:
+    return f"{float(value):.0f} MiB" if value else "–"
+
+
+def measured(row: dict) -> str:
+    """Date and, where recorded, the machine's load (a load above the thread count means
+    other processes competed for the cores: expect slower, noisier figures)."""
+    load = row.get("load_1m") or ""
+    return f"{row['date']}, load {float(load):.1f}" if load else row["date"]
+
+
+def markdown(header: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def grouped(rows: list[dict], op: str, *fields: str) -> dict[tuple, dict[str, dict]]:
+    """{(CPU class, engine, *fields, date): {provider: row}} for the rows of `op`."""
+    groups: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for row in rows:
+        if row["op"] == op:
+            key = (cpu_class(row), row["engine"], *(row[f] for f in fields), row["date"])
+            groups[key][row["provider"]] = row
+    return groups
+
+
+def flce_table(rows: list[dict]) -> str:
+    body = []
+    groups = grouped(rows, FLCE, "size", "mode")
+    ordered = sorted(groups.items(),
+                     key=lambda kv: (kv[0][0], kv[0][1], size_key(kv[0][2]), kv[0][3] != "memory-saving",
+                                     kv[0][4]))
+    for (cpu, engine, size, mode, _), by in ordered:
+        if not {"ascend_ops", "gemm_floor", "torch_formula"} <= by.keys():
+            continue
+        ours, floor, torch_ = (float(by[p]["median_s"]) for p in ("ascend_ops", "gemm_floor", "torch_formula"))
+        budget = by["ascend_ops"]["budget_mib"]
+        outputs = by["ascend_ops"]["outputs_mib"]
+        limit = f"{float(budget) + float(outputs):.0f} MiB" if budget and outputs else "–"
+        body.append([cpu, engine, size.replace("x", ", "), mode, seconds(by["ascend_ops"]["median_s"]),
+                     seconds(by["gemm_floor"]["median_s"]), f"{ours / floor:.2f}×",
+                     seconds(by["torch_formula"]["median_s"]), f"{torch_ / ours:.2f}×",
+                     mib(by["ascend_ops"]["peak_extra_mib"]), limit, measured(by["ascend_ops"])])
+    return markdown(["CPU", "engine", "(BT, H, V)", "mode", "ours", "GEMM floor", "ours / floor",
+                     "plain torch", "torch / ours", "peak extra", "budget + outputs", "measured"], body)
+
+
+def bn_table(rows: list[dict]) -> str:
+    body = []
+    groups = grouped(rows, BN, "size", "dtype")
+    def order(item):  # per CPU: largest shape first, float32 before bfloat16
+        (cpu, _, size, dtype, date), _by = item
+        work = 1
+        for part in size_key(size):
+            work *= part
+        return cpu, -work, dtype != "float32", date
+
+    for (cpu, _, size, dtype, _), by in sorted(groups.items(), key=order):
+        if not {"ascend_ops", "aten_native", "read_floor", "torch_formula"} <= by.keys():
+            continue
+        ours, aten, floor, torch_ = (float(by[p]["median_s"]) for p in
+                                     ("ascend_ops", "aten_native", "read_floor", "torch_formula"))
+        body.append([cpu, size.replace("x", "×"), dtype, seconds(by["ascend_ops"]["median_s"]),
+                     seconds(by["aten_native"]["median_s"]), f"{ours / aten:.2f}×",
+                     seconds(by["read_floor"]["median_s"]), f"{ours / floor:.2f}×",
+                     f"{torch_ / ours:.1f}×"])
+    return markdown(["CPU", "shape", "dtype", "ours", "aten native", "ours / aten", "read floor",
+                     "ours / floor", "plain torch / ours"], body)
+
+
+LCE_PROVIDERS = {"ascend_ops": "ascend_ops (memory-saving)",
+                 "ascend_ops-high-performance": "ascend_ops (high-performance)",
+                 "eager": "eager `F.cross_entropy(F.linear(...))`", "compile": "`torch.compile` of eager"}
+
+
+def lce_table(rows: list[dict]) -> str:
+    body = []
+    groups = grouped(rows, LCE, "size")
+    ordered = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], size_key(kv[0][2]), kv[0][3]))
+    for (cpu, engine, size, _), by in ordered:
+        if "ascend_ops" not in by:
+            continue
+        base = float(by["ascend_ops"]["median_s"])
+        for provider, label in LCE_PROVIDERS.items():
+            if provider in by:
+                row = by[provider]
+                body.append([cpu, engine, f"{size.replace('x', ', ')}, {row['rounds']} reps", label,
+                             seconds(row["median_s"]), f"{float(row['median_s']) / base:.2f}",
+                             mib(row["peak_extra_mib"]), measured(row)])
+    return markdown(["CPU", "engine", "(BT, H, V)", "provider", "p50", "p50 / ascend_ops",
+                     "peak extra", "measured"], body)
+
+
+TABLES = {"flce": flce_table, "bn": bn_table, "linear-cross-entropy": lce_table}
+
+
+def render(doc: str, rows: list[dict]) -> str:
+    for name, make in TABLES.items():
+        pattern = re.compile(rf"(<!-- table:{name} -->\n).*?(<!-- /table:{name} -->)", re.S)
+        if not pattern.search(doc):
+            raise SystemExit(f"{DOC}: no <!-- table:{name} --> ... <!-- /table:{name} --> markers")
+        doc = pattern.sub(lambda m: m.group(1) + make(rows) + "\n" + m.group(2), doc)
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--csv", type=pathlib.Path, default=DEFAULT_CSV)
+    parser.add_argument("--doc", type=pathlib.Path, default=DOC)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the doc is out of date")
+    args = parser.parse_args(argv)
+    doc = args.doc.read_text()
+    new = render(doc, newest_rows(args.csv))
+    if args.check:
+        if new != doc:
+            print(f"{args.doc} is out of date: run python scripts/benchmark_tables.py", file=sys.stderr)
+            return 1
+        return 0
+    args.doc.write_text(new)
+    print(f"wrote the tables of {args.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

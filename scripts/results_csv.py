@@ -1,0 +1,102 @@
+"""The one CSV schema of the benchmark scripts (scripts/benchmark.py,
+scripts/benchmark_linear_cross_entropy.py) and of scripts/benchmark_tables.py.
+
+A row is one provider's timing of one op at one size on one machine:
+
+    op, provider, mode, dtype, size      what ran ("4096x4096x16000", "64x64x112x112")
+    threads, cpu_model, amx_bf16, avx512_bf16, engine
+                                         where: the CPU class and the ascend_ops CPU GEMM
+                                         engine in force in the measuring process
+    median_s, p20_s, p80_s, rounds       the timing
+    peak_extra_mib, budget_mib, outputs_mib   memory, where measured (else empty)
+    torch, date
+    load_1m                              the 1-minute load average when the run started:
+                                         above the thread count, other processes competed
+
+Rows are appended; a reader keeps the newest row per key (every field up to engine, and
+the date: runs of different days stay side by side).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime
+import os
+import pathlib
+
+import torch
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+DEFAULT_CSV = RESULTS / "benchmarks.csv"
+
+
+@dataclasses.dataclass
+class ResultRow:
+    op: str
+    provider: str
+    mode: str
+    dtype: str
+    size: str
+    threads: int
+    cpu_model: str
+    amx_bf16: int
+    avx512_bf16: int
+    engine: str
+    median_s: float
+    p20_s: float
+    p80_s: float
+    rounds: int
+    peak_extra_mib: float | None = None
+    budget_mib: float | None = None
+    outputs_mib: float | None = None
+    torch: str = torch.__version__
+    date: str = dataclasses.field(default_factory=lambda: datetime.date.today().isoformat())
+    load_1m: float | None = None
+
+
+FIELDS = [f.name for f in dataclasses.fields(ResultRow)]
+KEY = FIELDS[:FIELDS.index("engine") + 1] + ["date"]
+
+
+def machine_fields() -> dict:
+    """threads, cpu_model, amx_bf16, avx512_bf16, engine and load_1m of this process."""
+    from ascend_ops.cpu_info import cpu_info, gemm_engine_report
+
+    info = cpu_info()
+    try:
+        engine = gemm_engine_report().engine
+    except RuntimeError:  # the native library is not loaded
+        engine = "none"
+    return {"threads": torch.get_num_threads(), "cpu_model": info.model,
+            "amx_bf16": int(info.amx_bf16), "avx512_bf16": int(info.avx512_bf16), "engine": engine,
+            "load_1m": round(os.getloadavg()[0], 2)}
+
+
+def append_rows(path: pathlib.Path, rows: list[ResultRow]) -> None:
+    """Append to `path`, writing the header if the file is new; a file with another header
+    is an error (write to a new file instead of mixing schemas)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists() and path.stat().st_size > 0:
+        with path.open(newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != FIELDS:
+            raise SystemExit(f"{path}: header {header} is not this schema {FIELDS}; "
+                             f"use another --csv")
+        new = False
+    else:
+        new = True
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerows(dataclasses.asdict(r) for r in rows)
+
+
+def newest_rows(path: pathlib.Path) -> list[dict]:
+    """The rows of `path`, the newest per key, in order of first appearance."""
+    latest: dict[tuple, dict] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            latest[tuple(row[k] for k in KEY)] = row  # later rows are newer
+    return list(latest.values())

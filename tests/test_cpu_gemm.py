@@ -1,0 +1,116 @@
+"""The CPU kernels' GEMM layer, engine by engine: tails of every blocking level, transposed
+operands, exact against an fp64 product of the same half values; the engine switch."""
+
+import pytest
+import torch
+
+import ascend_ops
+from ascend_ops import _C, testing
+
+ENGINES = list(_C.cpu_gemm_engines())
+
+# (m, n, k): single elements, odd K (a half-filled last pair), tails of the own GEMM's
+# 12-row and 32-column micro-tiles, of its 192-row / 256-K / 4096-column blocks, and K = 0.
+SHAPES = [(1, 1, 1), (13, 33, 7), (12, 32, 2), (197, 65, 513), (25, 4100, 31), (7, 9, 0)]
+
+
+def operands(shape, dtype, transpose_a, transpose_b):
+    m, n, k = shape
+    gen = torch.Generator().manual_seed(m * 131 + n * 7 + k)
+    a = torch.randn(m, k, generator=gen).to(dtype)
+    b = torch.randn(k, n, generator=gen).to(dtype)
+    a_in = a.T.contiguous().T if transpose_a else a  # same values, other strides
+    b_in = b.T.contiguous().T if transpose_b else b
+    return a, b, a_in, b_in
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("transpose_b", [False, True])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_matches_fp64_product(shape, transpose_a, transpose_b, engine):
+    a, b, a_in, b_in = operands(shape, torch.bfloat16, transpose_a, transpose_b)
+    ours = _C.cpu_gemm(a_in, b_in, engine)
+    exact = a.double() @ b.double()
+    assert ours.dtype == torch.float32
+    # fp32 accumulation of exact bf16 products: error ~ k * eps32 * sum |a||b|. A bf16
+    # rounding of any product or of the result would exceed it.
+    k = shape[2]
+    bound = (a.double().abs() @ b.double().abs()) * (k + 1) * 2.0**-24 + 1e-30
+    assert torch.all((ours.double() - exact).abs() <= bound)
+    assert torch.equal(ours, _C.cpu_gemm(a_in, b_in, engine))  # bitwise reproducible
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_float16_runs_on_portable(shape):
+    a, b, a_in, b_in = operands(shape, torch.float16, True, False)
+    ours = _C.cpu_gemm(a_in, b_in, "portable")
+    bound = (a.double().abs() @ b.double().abs()) * (shape[2] + 1) * 2.0**-24 + 1e-30
+    assert torch.all((ours.double() - a.double() @ b.double()).abs() <= bound)
+    with pytest.raises(ValueError, match="cannot multiply"):
+        _C.cpu_gemm(a_in, b_in, "avx512bf16")
+
+
+def test_user_matmul_precision_is_restored():
+    before = torch.backends.mkldnn.matmul.fp32_precision
+    for engine in ENGINES:
+        _C.cpu_gemm(torch.ones(4, 3).bfloat16(), torch.ones(3, 2).bfloat16(), engine)
+    assert torch.backends.mkldnn.matmul.fp32_precision == before
+
+
+def test_engines_are_timed_and_the_fastest_is_chosen(monkeypatch):
+    monkeypatch.delenv("ASCEND_OPS_CPU_GEMM", raising=False)
+    monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
+    timings = dict(_C.cpu_gemm_timings())
+    assert set(timings) == set(ENGINES) and all(t > 0 for t in timings.values())
+    assert _C.cpu_gemm_engine() == max(timings, key=timings.get)
+    assert dict(_C.cpu_gemm_timings()) == timings  # measured once per process
+
+
+def test_environment_forces_an_engine(monkeypatch):
+    monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
+    for engine in ENGINES:
+        monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", engine)
+        assert _C.cpu_gemm_engine() == engine
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "auto")
+    assert _C.cpu_gemm_engine() in ENGINES
+    monkeypatch.delenv("ASCEND_OPS_CPU_GEMM")
+    monkeypatch.setenv("ASCEND_OPS_CPU_PORTABLE", "1")  # the alias
+    assert _C.cpu_gemm_engine() == "portable"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"ASCEND_OPS_CPU_GEMM": "fastest"},
+     "ASCEND_OPS_CPU_GEMM must be one of auto, onednn, avx512bf16, portable; got 'fastest'"),
+    ({"ASCEND_OPS_CPU_PORTABLE": "yes"}, "ASCEND_OPS_CPU_PORTABLE must be 1 or 0"),
+    ({"ASCEND_OPS_CPU_PORTABLE": "1", "ASCEND_OPS_CPU_GEMM": "avx512bf16"},
+     "asks for the portable path but ASCEND_OPS_CPU_GEMM='avx512bf16'"),
+])
+def test_bad_switch_is_a_clear_error_in_every_kernel(monkeypatch, env, message):
+    monkeypatch.delenv("ASCEND_OPS_CPU_GEMM", raising=False)
+    monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    inputs = testing.flce_inputs(testing.FlceCase(8, 4, 16))
+    with pytest.raises(ValueError, match=message):
+        ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl="cpu")
+    with pytest.raises(ValueError, match=message):  # float16 too, though it always runs portable
+        half = {k: v.half() if isinstance(v, torch.Tensor) and v.dtype == torch.bfloat16 else v
+                for k, v in inputs.items()}
+        ascend_ops.fused_linear_cross_entropy_loss_grad(**half, impl="cpu")
+    with pytest.raises(ValueError, match=message):
+        ascend_ops.fused_linear_online_max_sum(inputs["input"], inputs["weight"],
+                                               torch.zeros(8, dtype=torch.long), 0, 16, impl="cpu")
+    with pytest.raises(ValueError, match=message):
+        ascend_ops.batch_norm_reduce_backward(torch.randn(2, 3, 4), torch.randn(2, 3, 4),
+                                              torch.zeros(3), torch.ones(3), torch.ones(3), True, True, True,
+                                              impl="cpu")
+
+
+def test_rejects_bad_operands():
+    with pytest.raises(ValueError, match=r"expected \[m, k\] @ \[k, n\]"):
+        _C.cpu_gemm(torch.ones(2, 3).bfloat16(), torch.ones(4, 2).bfloat16())
+    with pytest.raises(TypeError, match="bfloat16 or two float16"):
+        _C.cpu_gemm(torch.ones(2, 3), torch.ones(3, 2))
+    with pytest.raises(ValueError, match="'engine' must be onednn, avx512bf16 or portable"):
+        _C.cpu_gemm(torch.ones(2, 3).bfloat16(), torch.ones(3, 2).bfloat16(), "mkl")
