@@ -1,0 +1,35 @@
+// The portable build of the batch-norm loops (batch_norm_loops.inc), and the choice
+// between it and the AVX512 build.
+#include "batch_norm_loops.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace ascend_ops {
+namespace cpu {
+namespace bn_portable {
+namespace {
+#include "batch_norm_loops.inc"
+}  // namespace
+
+const BnLoops kLoops = {stats_runs,         stats_rows,          elemt_run,
+                        elemt_rows,         backward_elemt_run,  backward_elemt_rows,
+                        reduce_runs_f64,    reduce_rows_f64,     "portable"};
+}  // namespace bn_portable
+
+// Here, not in the AVX512 file: this must run on any CPU.
+bool bn_avx512::supported() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+
+const BnLoops& bn_loops() {
+  // Read per call (a getenv per kernel call is noise) so tests can switch paths.
+  static const bool avx512 = bn_avx512::supported();
+  const char* forced = std::getenv("ASCEND_OPS_CPU_PORTABLE");
+  const bool portable = forced != nullptr && std::strcmp(forced, "1") == 0;
+  return avx512 && !portable ? bn_avx512::kLoops : bn_portable::kLoops;
+}
+
+}  // namespace cpu
+}  // namespace ascend_ops
