@@ -13,6 +13,15 @@ Providers:
     torch_formula   SPEC §1 in plain torch with fp32 upcasts (ascend_ops.reference)
     gemm_floor      its bf16 GEMMs alone via torch.matmul: x @ W.T (memory-saving
                     only), G @ W, G.T @ x
+  sync_batch_norm (float32, bfloat16; --op sync_bn): forward + backward of a layer on
+  one gloo rank, and each sync-BN kernel alone (rows carry `cpu` and `engine`)
+    ascend_ops           ascend_ops.nn.SyncBatchNorm (aten's sync-BN ops, our kernels)
+    ascend_ops_portable  the same with ASCEND_OPS_CPU_PORTABLE=1 (the portable loops)
+    batch_norm2d         torch.nn.BatchNorm2d (PyTorch's own CPU kernels)
+    kernel:<op>          one aten sync-BN op on the same tensors; read_floor: reading its
+                         inputs once (x.sum(), + dy.sum() for the backward ops);
+                         copy_floor: reading them once and writing a fresh output
+                         (x.clone(), dy + x), the floor of elemt and backward elemt
   batch_norm_reduce_backward (float32, bfloat16)
     ascend_ops      our CPU kernel
     torch_formula   SPEC §2 in plain torch (fp32 upcasts)
@@ -21,6 +30,7 @@ Providers:
 
     python scripts/benchmark.py                      # the full grid (minutes)
     python scripts/benchmark.py --quick --csv /tmp/q.csv
+    python scripts/benchmark.py --op sync_bn         # the SyncBatchNorm suite alone
 """
 
 from __future__ import annotations
@@ -30,8 +40,10 @@ import csv
 import dataclasses
 import datetime
 import json
+import os
 import pathlib
 import platform
+import socket
 import subprocess
 import sys
 import time
@@ -66,9 +78,11 @@ class Row:
     outputs_mib: float | None = None
     torch: str = torch.__version__
     date: str = dataclasses.field(default_factory=lambda: datetime.date.today().isoformat())
+    cpu: str | None = None  # CPU model (sync_bn rows)
+    engine: str | None = None  # what computed it: "aten", or "ascend_ops avx512|portable"
 
 
-def machine_name() -> str:
+def cpu_model() -> str:
     model = platform.processor() or platform.machine()
     try:
         for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
@@ -77,7 +91,11 @@ def machine_name() -> str:
                 break
     except OSError:
         pass
-    return f"{model}, {torch.get_num_threads()} threads"
+    return model
+
+
+def machine_name() -> str:
+    return f"{cpu_model()}, {torch.get_num_threads()} threads"
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
@@ -224,6 +242,101 @@ def bench_bn(shapes, dtypes, rounds: int, machine: str) -> list[Row]:
     return rows
 
 
+# --- SyncBatchNorm (the sync-BN kernel family) ----------------------------------------
+
+SYNC_BN = "sync_batch_norm"
+
+
+def one_gloo_rank() -> None:
+    """A world of one gloo process, as a single-rank SyncBatchNorm job runs."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        with socket.socket() as s:  # a free port: other jobs may share the machine
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+
+
+def portable(run):
+    """`run` on the portable loops (ASCEND_OPS_CPU_PORTABLE=1 is read per kernel call)."""
+    def wrapped():
+        os.environ["ASCEND_OPS_CPU_PORTABLE"] = "1"
+        try:
+            return run()
+        finally:
+            del os.environ["ASCEND_OPS_CPU_PORTABLE"]
+    return wrapped
+
+
+def sync_bn_layer_providers(shape, dtype) -> dict:
+    """Forward + backward of one layer in training mode, ours and nn.BatchNorm2d."""
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(shape, generator=gen) * 2 + 1).to(dtype).requires_grad_()
+    dy = torch.randn(shape, generator=gen).to(dtype)
+    ours = ascend_ops.nn.SyncBatchNorm(shape[1], dtype=dtype)
+    theirs = torch.nn.BatchNorm2d(shape[1], dtype=dtype)
+
+    def step(layer):
+        def run():
+            x.grad = None
+            layer(x).backward(dy)
+        return run
+
+    return {"ascend_ops": step(ours), "ascend_ops_portable": portable(step(ours)),
+            "batch_norm2d": step(theirs)}
+
+
+def sync_bn_kernel_providers(shape, dtype) -> dict:
+    """Each aten sync-BN op alone, and the floor: reading its inputs once."""
+    gen = torch.Generator().manual_seed(1)
+    x = (torch.randn(shape, generator=gen) * 2 + 1).to(dtype)
+    dy = torch.randn(shape, generator=gen).to(dtype)
+    c = shape[1]
+    mean, invstd = torch.batch_norm_stats(x, 1e-5)
+    weight, bias = torch.ones(c, dtype=dtype), torch.zeros(c, dtype=dtype)
+    sum_dy, sum_dy_xmu, _, _ = torch.batch_norm_backward_reduce(dy, x, mean, invstd, weight, True, False, False)
+    count = torch.tensor([x.numel() // c], dtype=torch.int32)
+    return {
+        "kernel:batch_norm_stats": lambda: torch.batch_norm_stats(x, 1e-5),
+        "kernel:batch_norm_elemt": lambda: torch.batch_norm_elemt(x, weight, bias, mean, invstd, 1e-5),
+        "kernel:batch_norm_backward_reduce": lambda: torch.batch_norm_backward_reduce(
+            dy, x, mean, invstd, weight, True, True, True),
+        "kernel:batch_norm_backward_elemt": lambda: torch.batch_norm_backward_elemt(
+            dy, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count),
+        "read_floor:x": lambda: x.sum(),
+        "read_floor:dy+x": lambda: (dy.sum(), x.sum()),
+        # read once and write a fresh output of the same size, as elemt and backward
+        # elemt must (a fresh output > 32 MiB is new pages from the OS every call)
+        "copy_floor:x": lambda: x.clone(),
+        "copy_floor:dy+x": lambda: torch.add(dy, x),
+    }
+
+
+def bench_sync_bn(shapes, dtypes, rounds: int, machine: str) -> list[Row]:
+    one_gloo_rank()
+    engine_ours = f"ascend_ops {ascend_ops._C.cpu_batch_norm_engine()}"
+    engines = {"ascend_ops_portable": "ascend_ops portable", "batch_norm2d": "aten",
+               "read_floor:x": "aten", "read_floor:dy+x": "aten", "copy_floor:x": "aten",
+               "copy_floor:dy+x": "aten"}
+    rows = []
+    for shape in shapes:
+        for dtype in dtypes:
+            for mode, providers in (("fwd+bwd", sync_bn_layer_providers(shape, dtype)),
+                                    ("kernels", sync_bn_kernel_providers(shape, dtype))):
+                times = time_interleaved(providers, rounds)
+                for provider, samples in times.items():
+                    samples.sort()
+                    row = Row(SYNC_BN, provider, mode, str(dtype).removeprefix("torch."),
+                              "x".join(map(str, shape)), torch.get_num_threads(), machine,
+                              quantile(samples, 0.5), quantile(samples, 0.2), quantile(samples, 0.8),
+                              rounds, cpu=cpu_model(), engine=engines.get(provider, engine_ours))
+                    rows.append(row)
+                    print_row(row)
+                del providers
+    return rows
+
+
 def print_row(row: Row) -> None:
     memory = "" if row.peak_extra_mib is None else f"  peak +{row.peak_extra_mib:.0f} MiB"
     print(f"{row.op[:24]:<24} {row.mode:<16} {row.dtype:<8} {row.size:<18} {row.provider:<14} "
@@ -234,12 +347,19 @@ def print_row(row: Row) -> None:
 def append_csv(path: pathlib.Path, rows: list[Row]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fields = [f.name for f in dataclasses.fields(Row)]
-    new = not path.exists()
-    with path.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        if new:
+    old: list[dict] = []
+    if path.exists():
+        with path.open(newline="") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames != fields:  # an older header: rewrite with the new columns
+                old = list(reader)
+    if old or not path.exists():
+        with path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=fields)
             writer.writeheader()
-        writer.writerows(dataclasses.asdict(r) for r in rows)
+            writer.writerows({k: r.get(k) for k in fields} for r in old)
+    with path.open("a", newline="") as f:
+        csv.DictWriter(f, fieldnames=fields).writerows(dataclasses.asdict(r) for r in rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -248,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", type=pathlib.Path, default=DEFAULT_CSV, help="CSV to append to")
     parser.add_argument("--rounds", type=int, help="timed rounds per provider")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    parser.add_argument("--op", choices=["flce", "bn"], action="append", help="only this op")
+    parser.add_argument("--op", choices=["flce", "bn", "sync_bn"], action="append", help="only this op")
     parser.add_argument("--no-memory", action="store_true", help="skip the child-process memory runs")
     args = parser.parse_args(argv)
 
@@ -257,12 +377,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cpu: {ascend_ops.available_impls()['cpu'].reason}", file=sys.stderr)
         return 2
     machine = machine_name()
-    ops = args.op or ["flce", "bn"]
+    ops = args.op or ["flce", "bn", "sync_bn"]
     if args.quick:
         flce_sizes, bn_shapes, rounds = [(64, 32, 300)], [(4, 8, 6, 6)], args.rounds or 2
+        sync_bn_shapes = [(4, 8, 6, 6)]
     else:
         flce_sizes = [(1024, 1024, 8192), (2048, 2048, 16384), (4096, 4096, 16000)]
         bn_shapes = [(64, 64, 112, 112), (32, 256, 28, 28), (8, 2048, 7, 7)]
+        sync_bn_shapes = [(32, 256, 28, 28), (16, 64, 112, 112), (64, 64, 112, 112)]
         rounds = args.rounds or 5
     print(f"machine: {machine}; torch {torch.__version__}")
     rows = []
@@ -270,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += bench_flce(flce_sizes, rounds, machine, memory=not args.no_memory)
     if "bn" in ops:
         rows += bench_bn(bn_shapes, [torch.float32, torch.bfloat16], rounds, machine)
+    if "sync_bn" in ops:
+        rows += bench_sync_bn(sync_bn_shapes, [torch.float32, torch.bfloat16], rounds, machine)
     append_csv(args.csv, rows)
     print(f"appended {len(rows)} rows to {args.csv}")
     return 0
