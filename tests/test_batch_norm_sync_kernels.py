@@ -295,3 +295,14 @@ def test_op_keeps_its_dtypes_float64_is_aten_only():
     with pytest.raises(TypeError, match="batch_norm_reduce_backward: 'input' must be torch.float32, "
                                         "torch.float16 or torch.bfloat16"):
         ascend_ops.batch_norm_reduce_backward(x, x, torch.zeros(3), torch.ones(3), None, True, True, True)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_tolerances_reject_a_five_percent_error(dtype):
+    expected = torch.randn(50, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    ours = expected.to(dtype)
+    assert_close(ours, expected, TOL[dtype], "exact")
+    wrong = ours.clone()
+    wrong[7] = wrong[7] * 1.05 + 0.05  # 5 % off in one element (and off zero)
+    with pytest.raises(AssertionError, match="element 7"):
+        assert_close(wrong, expected, TOL[dtype], "wrong")
