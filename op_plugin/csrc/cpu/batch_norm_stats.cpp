@@ -17,6 +17,7 @@
 #include <c10/util/irange.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace ascend_ops {
@@ -33,30 +34,58 @@ struct ShiftedSums {
   explicit ShiftedSums(int64_t n) : sum(n, 0.0), sum_sq(n, 0.0) {}
 };
 
-// Runs layout: task = (channel, block of N rows).
+// Runs layout: task = (block of rows, block of channels), read in memory order — row by
+// row, the block's channels' runs one after another — so the prefetcher sees one stream
+// (a channel at a time would jump C·S elements between runs of S: 2x slower at
+// 32x256x28x28, 2.1 vs 1.1 ms on one thread). Each channel keeps its float lanes across the task's rows, flushed
+// into double every ~1024 of its elements.
 ShiftedSums runs_sums(const at::Tensor& x, const BnShape& shape, const double* shift) {
   const auto& loops = cpu::bn_loops();
   const cpu::BnElem type = cpu::bn_elem(x.scalar_type());
   const auto* base = static_cast<const char*>(x.const_data_ptr());
   const int64_t item = x.element_size();
-  const int64_t rows_per_task = std::clamp<int64_t>(kTaskElements / shape.s, 1, shape.n);
-  const int64_t tasks_per_channel = (shape.n + rows_per_task - 1) / rows_per_task;
-  ShiftedSums task(shape.c * tasks_per_channel);
-  at::parallel_for(0, shape.c * tasks_per_channel, cpu::bn_grain(rows_per_task * shape.s),
+  const int64_t n = shape.n, c = shape.c, s = shape.s;
+  const int64_t channel_block = std::clamp<int64_t>(kTaskElements / s, 1, std::min(c, kRowsChannelBlock));
+  const int64_t channel_blocks = (c + channel_block - 1) / channel_block;
+  const int64_t rows_per_task = std::clamp<int64_t>(kTaskElements / (channel_block * s), 1, n);
+  const int64_t row_blocks = (n + rows_per_task - 1) / rows_per_task;
+  const int64_t rows_per_flush = std::max<int64_t>(1, cpu::kBnLoopFlush / s);
+  constexpr int64_t kLaneValues = 32;  // 16 sums, 16 sums of squares
+  ShiftedSums task(row_blocks * c);  // task (rb, cb) owns [rb * c + its channels]
+  at::parallel_for(0, row_blocks * channel_blocks, cpu::bn_grain(rows_per_task * channel_block * s),
                    [&](int64_t begin, int64_t end) {
+    std::vector<double> lanes(channel_block * kLaneValues);  // float or double lanes fit
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t channel = t / tasks_per_channel;
-      const int64_t row0 = (t % tasks_per_channel) * rows_per_task;
-      const int64_t row1 = std::min(shape.n, row0 + rows_per_task);
-      loops.stats_runs(type, base + (row0 * shape.c + channel) * shape.s * item, row1 - row0,
-                       shape.s, shape.c * shape.s, shift[channel], &task.sum[t], &task.sum_sq[t]);
+      const int64_t rb = t / channel_blocks;
+      const int64_t c0 = (t % channel_blocks) * channel_block;
+      const int64_t width = std::min(channel_block, c - c0);
+      const int64_t row0 = rb * rows_per_task;
+      const int64_t row1 = std::min(n, row0 + rows_per_task);
+      double* sum = &task.sum[rb * c + c0];
+      double* sum_sq = &task.sum_sq[rb * c + c0];
+      std::memset(lanes.data(), 0, lanes.size() * sizeof(double));  // read as float or double
+      const auto flush = [&] {
+        for (int64_t k = 0; k < width; ++k) {
+          cpu::bn_flush_lanes(type, lanes.data() + k * kLaneValues, &sum[k], &sum_sq[k]);
+        }
+      };
+      for (int64_t row = row0; row < row1; ++row) {
+        for (int64_t k = 0; k < width; ++k) {
+          loops.stats_lanes(type, base + (row * c + c0 + k) * s * item, s, shift[c0 + k],
+                            lanes.data() + k * kLaneValues);
+        }
+        if ((row - row0 + 1) % rows_per_flush == 0) {
+          flush();
+        }
+      }
+      flush();
     }
   });
-  ShiftedSums sums(shape.c);
-  for (const auto channel : c10::irange(shape.c)) {
-    for (const auto t : c10::irange(tasks_per_channel)) {
-      sums.sum[channel] += task.sum[channel * tasks_per_channel + t];
-      sums.sum_sq[channel] += task.sum_sq[channel * tasks_per_channel + t];
+  ShiftedSums sums(c);
+  for (const auto rb : c10::irange(row_blocks)) {
+    for (const auto channel : c10::irange(c)) {
+      sums.sum[channel] += task.sum[rb * c + channel];
+      sums.sum_sq[channel] += task.sum_sq[rb * c + channel];
     }
   }
   return sums;
