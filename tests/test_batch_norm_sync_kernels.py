@@ -290,6 +290,15 @@ def test_bad_input_is_rejected_with_a_clear_message(call, error, message):
         call()
 
 
+def test_aten_backward_reduce_takes_more_than_8_dims():
+    gen = torch.Generator().manual_seed(9)
+    x, dy = (torch.randn(3, 2, 1, 2, 1, 1, 2, 1, 2, generator=gen) for _ in range(2))
+    mean, invstd = torch.batch_norm_stats(x, 1e-5)
+    sum_dy, sum_dy_xmu, _, _ = torch.batch_norm_backward_reduce(dy, x, mean, invstd, None, True, False, False)
+    assert_close(sum_dy, dy.double().sum(dims(x)), 1e-6, "sum_dy")
+    assert_close(sum_dy_xmu, (dy.double() * (x.double() - view(mean.double(), x))).sum(dims(x)), 1e-6, "sum_dy_xmu")
+
+
 def test_op_keeps_its_dtypes_float64_is_aten_only():
     x = torch.randn(4, 3, dtype=torch.float64)
     with pytest.raises(TypeError, match="batch_norm_reduce_backward: 'input' must be torch.float32, "

@@ -229,8 +229,9 @@ void check_bn_grad_out(const char* op, const at::Tensor& grad_out, const at::Ten
 
 void check_reduce_backward(const char* op, const at::Tensor& grad_out, const at::Tensor& input,
                            const at::Tensor& mean, const at::Tensor& invstd,
-                           const std::optional<at::Tensor>& weight, bool allow_float64) {
-  check_bn_input(op, input, allow_float64, 8);
+                           const std::optional<at::Tensor>& weight, bool allow_float64,
+                           int64_t max_dims) {
+  check_bn_input(op, input, allow_float64, max_dims);
   check_bn_dtype(op, "grad_out", grad_out, allow_float64);
   check_bn_grad_out(op, grad_out, input);
   check_bn_per_channel(op, "mean", mean, input, allow_float64);
@@ -245,14 +246,15 @@ void check_reduce_backward(const char* op, const at::Tensor& grad_out, const at:
 void check_batch_norm_reduce_backward(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
     const at::Tensor& invstd, const std::optional<at::Tensor>& weight) {
-  check_reduce_backward(kBn, grad_out, input, mean, invstd, weight, /*allow_float64=*/false);
+  // 2..8 dims: the NPU kernel's limit, kept on every backend of the op.
+  check_reduce_backward(kBn, grad_out, input, mean, invstd, weight, /*allow_float64=*/false, 8);
 }
 
 void check_aten_batch_norm_backward_reduce(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
     const at::Tensor& invstd, const std::optional<at::Tensor>& weight) {
   check_reduce_backward("batch_norm_backward_reduce", grad_out, input, mean, invstd, weight,
-                        /*allow_float64=*/true);
+                        /*allow_float64=*/true, kAnyDims);
 }
 
 void check_batch_norm_stats(const at::Tensor& input, double eps) {

@@ -52,7 +52,7 @@ void check_fused_cross_entropy_loss_with_max_sum(
 at::ScalarType batch_norm_reduce_output_dtype(at::ScalarType input, at::ScalarType mean);
 
 // aten::batch_norm_backward_reduce on CPU (SPEC §2): the rules of
-// check_batch_norm_reduce_backward with float64 admitted as well.
+// check_batch_norm_reduce_backward with float64 admitted and no upper limit on the dims.
 void check_aten_batch_norm_backward_reduce(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
     const at::Tensor& invstd, const std::optional<at::Tensor>& weight);
