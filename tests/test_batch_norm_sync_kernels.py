@@ -86,9 +86,10 @@ def test_stats_empty_input():
     assert torch.equal(mean, torch.zeros(3)) and invstd.isnan().all()  # no values: as CUDA
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 @pytest.mark.parametrize("threads_n", [1, 2])
-def test_stats_deterministic_for_any_thread_count(threads_n, threads):
-    x = make((64, 3, 40, 40), torch.float32, "contiguous", torch.Generator().manual_seed(2))
+def test_stats_deterministic_for_any_thread_count(threads_n, layout, threads):
+    x = make((64, 300, 7, 9), torch.float32, layout, torch.Generator().manual_seed(2))
     torch.set_num_threads(1)
     one = torch.batch_norm_stats(x, 1e-5)
     torch.set_num_threads(threads_n)
