@@ -29,9 +29,6 @@ constexpr int64_t kBnLoopFlush = 1024;
 constexpr int64_t kBnLoopRowFlush = 64;
 
 struct BnLoops {
-  // Σ (x − shift) and Σ (x − shift)² over one channel's runs, added to *sum, *sum_sq.
-  void (*stats_runs)(BnElem type, const void* x, int64_t runs, int64_t run_length,
-                     int64_t run_stride, double shift, double* sum, double* sum_sq);
   // Adds Σ (x − shift) and Σ (x − shift)² over n contiguous elements to `lanes` (16 sums
   // then 16 sums of squares, of the compute type) without flushing them: the caller
   // flushes into double at least every kBnLoopFlush elements.

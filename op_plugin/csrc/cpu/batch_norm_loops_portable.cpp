@@ -12,7 +12,7 @@ namespace {
 #include "batch_norm_loops.inc"
 }  // namespace
 
-const BnLoops kLoops = {stats_runs,         stats_lanes,         stats_rows,          elemt_run,
+const BnLoops kLoops = {stats_lanes,         stats_rows,          elemt_run,
                         elemt_rows,         backward_elemt_run,  backward_elemt_rows,
                         reduce_runs_f64,    reduce_rows_f64,     "portable"};
 }  // namespace bn_portable
