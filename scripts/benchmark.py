@@ -15,6 +15,15 @@ Providers:
     torch_formula   SPEC §1 in plain torch with fp32 upcasts (ascend_ops.reference)
     gemm_floor      its bf16 GEMMs alone via torch.matmul (oneDNN, bf16 out): x @ W.T
                     (memory-saving only), G @ W, G.T @ x
+  sync_batch_norm (float32, bfloat16; --op sync_bn): forward + backward of a layer on
+  one gloo rank, and each sync-BN kernel alone (`engine` names the batch-norm loops' build)
+    ascend_ops           ascend_ops.nn.SyncBatchNorm (aten's sync-BN ops, our kernels)
+    ascend_ops_portable  the same with ASCEND_OPS_CPU_GEMM=portable (the portable loops)
+    batch_norm2d         torch.nn.BatchNorm2d (PyTorch's own CPU kernels)
+    kernel:<op>          one aten sync-BN op on the same tensors; read_floor: reading its
+                         inputs once (x.sum(), + dy.sum() for the backward ops);
+                         copy_floor: reading them once and writing a fresh output
+                         (x.clone(), dy + x), the floor of elemt and backward elemt
   batch_norm_reduce_backward (float32, bfloat16)
     ascend_ops      our CPU kernel
     torch_formula   SPEC §2 in plain torch (fp32 upcasts)
@@ -23,13 +32,16 @@ Providers:
 
     python scripts/benchmark.py                      # the full grid (minutes)
     python scripts/benchmark.py --quick --csv /tmp/q.csv
+    python scripts/benchmark.py --op sync_bn         # the SyncBatchNorm suite alone
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
+import socket
 import subprocess
 import sys
 import time
@@ -191,6 +203,107 @@ def bench_bn(shapes, dtypes, rounds: int, machine: dict) -> list[ResultRow]:
     return rows
 
 
+# --- SyncBatchNorm (the sync-BN kernel family) ----------------------------------------
+
+SYNC_BN = "sync_batch_norm"
+
+
+def one_gloo_rank() -> None:
+    """A world of one gloo process, as a single-rank SyncBatchNorm job runs."""
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        with socket.socket() as s:  # a free port: other jobs may share the machine
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+
+
+def portable(run):
+    """`run` on the portable loops (the switch is read per kernel call)."""
+    def wrapped():
+        saved = os.environ.get("ASCEND_OPS_CPU_GEMM")
+        os.environ["ASCEND_OPS_CPU_GEMM"] = "portable"
+        try:
+            return run()
+        finally:
+            if saved is None:
+                del os.environ["ASCEND_OPS_CPU_GEMM"]
+            else:
+                os.environ["ASCEND_OPS_CPU_GEMM"] = saved
+    return wrapped
+
+
+def sync_bn_layer_providers(shape, dtype) -> dict:
+    """Forward + backward of one layer in training mode, ours and nn.BatchNorm2d."""
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(shape, generator=gen) * 2 + 1).to(dtype).requires_grad_()
+    dy = torch.randn(shape, generator=gen).to(dtype)
+    ours = ascend_ops.nn.SyncBatchNorm(shape[1], dtype=dtype)
+    theirs = torch.nn.BatchNorm2d(shape[1], dtype=dtype)
+
+    def step(layer):
+        def run():
+            x.grad = None
+            layer(x).backward(dy)
+        return run
+
+    return {"ascend_ops": step(ours), "ascend_ops_portable": portable(step(ours)),
+            "batch_norm2d": step(theirs)}
+
+
+def sync_bn_kernel_providers(shape, dtype) -> dict:
+    """Each aten sync-BN op alone, and the floor: reading its inputs once."""
+    gen = torch.Generator().manual_seed(1)
+    x = (torch.randn(shape, generator=gen) * 2 + 1).to(dtype)
+    dy = torch.randn(shape, generator=gen).to(dtype)
+    c = shape[1]
+    mean, invstd = torch.batch_norm_stats(x, 1e-5)
+    weight, bias = torch.ones(c, dtype=dtype), torch.zeros(c, dtype=dtype)
+    sum_dy, sum_dy_xmu, _, _ = torch.batch_norm_backward_reduce(dy, x, mean, invstd, weight, True, False, False)
+    count = torch.tensor([x.numel() // c], dtype=torch.int32)
+    return {
+        "kernel:batch_norm_stats": lambda: torch.batch_norm_stats(x, 1e-5),
+        "kernel:batch_norm_elemt": lambda: torch.batch_norm_elemt(x, weight, bias, mean, invstd, 1e-5),
+        "kernel:batch_norm_backward_reduce": lambda: torch.batch_norm_backward_reduce(
+            dy, x, mean, invstd, weight, True, True, True),
+        "kernel:batch_norm_backward_elemt": lambda: torch.batch_norm_backward_elemt(
+            dy, x, mean, invstd, weight, sum_dy, sum_dy_xmu, count),
+        "read_floor:x": lambda: x.sum(),
+        "read_floor:dy+x": lambda: (dy.sum(), x.sum()),
+        # read once and write a fresh output of the same size, as elemt and backward
+        # elemt must (a fresh output > 32 MiB is new pages from the OS every call)
+        "copy_floor:x": lambda: x.clone(),
+        "copy_floor:dy+x": lambda: torch.add(dy, x),
+    }
+
+
+def bench_sync_bn(shapes, dtypes, rounds: int, machine: dict) -> list[ResultRow]:
+    one_gloo_rank()
+    engine_ours = f"ascend_ops {ascend_ops._C.cpu_batch_norm_engine()}"
+    engines = {"ascend_ops_portable": "ascend_ops portable", "batch_norm2d": "aten",
+               "read_floor:x": "aten", "read_floor:dy+x": "aten", "copy_floor:x": "aten",
+               "copy_floor:dy+x": "aten"}
+    rows = []
+    for shape in shapes:
+        for dtype in dtypes:
+            for mode, providers in (("fwd+bwd", sync_bn_layer_providers(shape, dtype)),
+                                    ("kernels", sync_bn_kernel_providers(shape, dtype))):
+                times = time_interleaved(providers, rounds)
+                for provider, samples in times.items():
+                    samples.sort()
+                    # `engine`: the batch-norm loops' build here (no GEMM runs), or aten
+                    fields = {**machine, "engine": engines.get(provider, engine_ours)}
+                    row = ResultRow(SYNC_BN, provider, mode, str(dtype).removeprefix("torch."),
+                                    "x".join(map(str, shape)), **fields,
+                                    median_s=quantile(samples, 0.5), p20_s=quantile(samples, 0.2),
+                                    p80_s=quantile(samples, 0.8), rounds=rounds)
+                    rows.append(row)
+                    print_row(row)
+                del providers
+    return rows
+
+
 def print_row(row: ResultRow) -> None:
     memory = "" if row.peak_extra_mib is None else f"  peak +{row.peak_extra_mib:.0f} MiB"
     print(f"{row.op[:24]:<24} {row.mode:<16} {row.dtype:<8} {row.size:<18} {row.provider:<14} "
@@ -204,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", type=pathlib.Path, default=DEFAULT_CSV, help="CSV to append to")
     parser.add_argument("--rounds", type=int, help="timed rounds per provider")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
-    parser.add_argument("--op", choices=["flce", "bn"], action="append", help="only this op")
+    parser.add_argument("--op", choices=["flce", "bn", "sync_bn"], action="append", help="only this op")
     parser.add_argument("--no-memory", action="store_true", help="skip the child-process memory runs")
     parser.add_argument("--flce-size", type=int, nargs=3, action="append", metavar=("BT", "H", "V"),
                         help="only this FLCE size (repeatable)")
@@ -215,12 +328,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"cpu: {ascend_ops.available_impls()['cpu'].reason}", file=sys.stderr)
         return 2
     machine = machine_fields()
-    ops = args.op or ["flce", "bn"]
+    ops = args.op or ["flce", "bn", "sync_bn"]
     if args.quick:
         flce_sizes, bn_shapes, rounds = [(64, 32, 300)], [(4, 8, 6, 6)], args.rounds or 2
+        sync_bn_shapes = [(4, 8, 6, 6)]
     else:
         flce_sizes = [(1024, 1024, 8192), (2048, 2048, 16384), (4096, 4096, 16000)]
         bn_shapes = [(64, 64, 112, 112), (32, 256, 28, 28), (8, 2048, 7, 7)]
+        sync_bn_shapes = [(32, 256, 28, 28), (16, 64, 112, 112), (64, 64, 112, 112)]
         rounds = args.rounds or 5
     if args.flce_size:
         flce_sizes = [tuple(size) for size in args.flce_size]
@@ -230,6 +345,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += bench_flce(flce_sizes, rounds, machine, memory=not args.no_memory)
     if "bn" in ops:
         rows += bench_bn(bn_shapes, [torch.float32, torch.bfloat16], rounds, machine)
+    if "sync_bn" in ops:
+        rows += bench_sync_bn(sync_bn_shapes, [torch.float32, torch.bfloat16], rounds, machine)
     append_rows(args.csv, rows)
     print(f"appended {len(rows)} rows to {args.csv}")
     return 0

@@ -35,6 +35,8 @@ def panels(rows: list[dict]) -> list[tuple[str, str, list[dict]]]:
     groups: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
         variant = row["mode"] if row["op"].startswith("fused") else row["dtype"]
+        if row["op"] == "sync_batch_norm":  # a layer panel and a kernels panel per dtype
+            variant = f"{row['mode']}, {row['dtype']}"
         groups.setdefault((row["op"], variant), []).append(row)
     result = [(f"{op}\n{variant}", "median time (s)", g) for (op, variant), g in sorted(groups.items())]
     memory = [r for r in rows if r["peak_extra_mib"]]

@@ -47,13 +47,36 @@ LCE_RUNS = [(mode, reduction) for mode in ("memory-saving", "high-performance")
 
 
 def bn_problem(world: int) -> dict:
-    """Global batches for 2-D and 4-D SyncBatchNorm, split unevenly (one rank may get 0 rows)."""
+    """Global batches for SyncBatchNorm, split unevenly (one rank may get 0 rows)."""
     gen = torch.Generator().manual_seed(200 + world)
-    rows = {2: [3, 6], 3: [4, 0, 7]}[world]
+    rows = {1: [7], 2: [3, 6], 3: [4, 0, 7]}[world]
     x2 = torch.randn(sum(rows), 5, generator=gen) * 3 + 2
     x4 = torch.randn(sum(rows), 3, 4, 5, generator=gen) - 1
     return dict(rows=rows, x2=x2, g2=torch.randn(x2.shape, generator=gen),
                 x4=x4, g4=torch.randn(x4.shape, generator=gen))
+
+
+# name: (batch, momentum, dtype, channels_last, every rank empty)
+BN_CASES = {
+    "x2": ("x2", 0.3, torch.float32, False, False),
+    "x4": ("x4", None, torch.float32, False, False),
+    "x4_f64": ("x4", 0.1, torch.float64, False, False),
+    "x4_channels_last": ("x4", 0.1, torch.float32, True, False),
+    "x4_bf16": ("x4", 0.1, torch.bfloat16, False, False),
+    "all_empty": ("x4", 0.1, torch.float32, False, True),
+}
+
+
+def bn_case_batch(p: dict, name: str, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The whole batch (input, grad) of a BN_CASES case at a step."""
+    key, _, dtype, channels_last, empty = BN_CASES[name]
+    x, g = p[key] * (1 + step), p["g" + key[1:]]
+    if empty:
+        x, g = x[:0], g[:0]
+    x, g = x.to(dtype), g.to(dtype)
+    if channels_last:
+        x, g = (t.contiguous(memory_format=torch.channels_last) for t in (x, g))
+    return x, g
 
 
 def rank_slice(rows: list[int], rank: int) -> slice:
@@ -86,13 +109,14 @@ def run_bn(rank: int, world: int) -> dict:
     p = bn_problem(world)
     part = rank_slice(p["rows"], rank)
     results = {}
-    for name, momentum in (("x2", 0.3), ("x4", None)):
-        bn = ascend_ops.nn.SyncBatchNorm(p[name].size(1), momentum=momentum)
+    for name, (key, momentum, dtype, _, _) in BN_CASES.items():
+        bn = ascend_ops.nn.SyncBatchNorm(p[key].size(1), momentum=momentum, dtype=dtype)
         outputs = []
         for step in range(2):  # two steps: running stats (momentum None averages them)
-            x = (p[name][part] * (1 + step)).clone().requires_grad_()
+            x, g = bn_case_batch(p, name, step)
+            x = x[part].clone().requires_grad_()
             y = bn(x)
-            y.backward(p["g" + name[1:]][part])
+            y.backward(g[part])
             outputs.append((y.detach(), x.grad))
         results[name] = dict(outputs=outputs, weight_grad=bn.weight.grad, bias_grad=bn.bias.grad,
                              running_mean=bn.running_mean, running_var=bn.running_var,

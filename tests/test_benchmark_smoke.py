@@ -22,6 +22,14 @@ def test_benchmark_quick_writes_every_provider(tmp_path):
     for dtype in ("float32", "bfloat16"):
         for provider in ("ascend_ops", "torch_formula", "aten_native", "read_floor"):
             assert ("batch_norm_reduce_backward", "reduce", dtype, provider) in seen
+    for dtype in ("float32", "bfloat16"):
+        for provider in ("ascend_ops", "ascend_ops_portable", "batch_norm2d"):
+            assert ("sync_batch_norm", "fwd+bwd", dtype, provider) in seen
+        for op in ("stats", "elemt", "backward_reduce", "backward_elemt"):
+            assert ("sync_batch_norm", "kernels", dtype, f"kernel:batch_norm_{op}") in seen
+    sync_bn = [r for r in rows if r["op"] == "sync_batch_norm"]
+    assert all(r["cpu"] and r["engine"] for r in sync_bn)
+    assert {r["engine"] for r in sync_bn if r["provider"] == "batch_norm2d"} == {"aten"}
     flce = [r for r in rows if r["op"] == "fused_linear_cross_entropy_loss_grad"]
     assert all(float(r["peak_extra_mib"]) >= 0 for r in flce)
     assert all(float(r["p20_s"]) <= float(r["median_s"]) <= float(r["p80_s"]) for r in rows)

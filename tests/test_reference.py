@@ -81,3 +81,5 @@ def test_bn_reference_is_what_batch_norm_backward_needs(shape):
 def test_bn_output_dtype_rule(input_dtype, mean_dtype):
     expected = torch.float16 if (input_dtype, mean_dtype) == (torch.float16, torch.float16) else torch.float32
     assert reference.batch_norm_reduce_output_dtype(input_dtype, mean_dtype) == expected
+    # float64 (aten's CPU registration): float64 sums whatever mean's dtype
+    assert reference.batch_norm_reduce_output_dtype(torch.float64, mean_dtype) == torch.float64

@@ -82,12 +82,80 @@ def test_convert_sync_batchnorm_keeps_state():
 
 
 def test_bad_input():
-    with pytest.raises(ValueError, match="'input' must have 2 to 5 dims"):
+    # torch.nn.SyncBatchNorm's checks and messages
+    with pytest.raises(ValueError, match=r"expected at least 2D input \(got 1D input\)"):
         SyncBatchNorm(3)(torch.randn(3))
-    with pytest.raises(ValueError, match="num_features = 3 channels"):
-        SyncBatchNorm(3)(torch.randn(4, 2))
-    with pytest.raises(ValueError, match="expected more than 1 value per channel"):
+    with pytest.raises(ValueError, match="SyncBatchNorm number of input channels should be non-zero"):
+        SyncBatchNorm(0)(torch.randn(4, 0))
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel when training, got input size 1"):
         SyncBatchNorm(3)(torch.randn(1, 3))
+    # a channel count other than num_features: the kernels name the argument
+    with pytest.raises(ValueError, match="'running_mean' must have length C"):
+        SyncBatchNorm(3)(torch.randn(4, 2))
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float64, 1e-13), (torch.bfloat16, 2e-2), (torch.float16, 3e-3)],
+                         ids=str)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_dtypes_and_channels_last_match_batch_norm(dtype, tol, channels_last):
+    """float64 to float64 rounding (the float32 statistics of old drifted by ~2e-7)."""
+    gen = torch.Generator().manual_seed(9)
+    ours, theirs = SyncBatchNorm(5, dtype=dtype), torch.nn.BatchNorm2d(5, dtype=dtype)
+    for step in range(2):
+        x = (torch.randn(6, 5, 7, 3, generator=gen, dtype=torch.float64) * 2 + step).to(dtype)
+        dy = torch.randn(x.shape, generator=gen, dtype=torch.float64).to(dtype)
+        if channels_last:
+            x, dy = (t.contiguous(memory_format=torch.channels_last) for t in (x, dy))
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = ours(xa), theirs(xb)
+        assert ya.dtype == dtype and ya.is_contiguous(memory_format=torch.channels_last) == channels_last
+        ya.backward(dy)
+        yb.backward(dy)
+        torch.testing.assert_close(ya, yb, rtol=tol, atol=tol)
+        torch.testing.assert_close(xa.grad, xb.grad, rtol=tol, atol=tol * 5)
+    for a, b in ((ours.weight.grad, theirs.weight.grad), (ours.bias.grad, theirs.bias.grad),
+                 (ours.running_mean, theirs.running_mean), (ours.running_var, theirs.running_var)):
+        torch.testing.assert_close(a, b, rtol=tol * 5, atol=tol * 5)
+
+
+def test_empty_input_behaves_as_batch_norm():
+    ours, theirs = SyncBatchNorm(3), torch.nn.BatchNorm2d(3)
+    x = torch.empty(0, 3, 4, 5)
+    xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+    ya, yb = ours(xa), theirs(xb)
+    assert ya.shape == yb.shape == (0, 3, 4, 5)
+    ya.sum().backward()
+    yb.sum().backward()
+    assert xa.grad.shape == (0, 3, 4, 5)
+    assert torch.equal(ours.weight.grad, torch.zeros(3)) and torch.equal(ours.bias.grad, torch.zeros(3))
+    torch.testing.assert_close(ours.weight.grad, theirs.weight.grad)
+    assert torch.equal(ours.running_mean, theirs.running_mean)  # left alone: no data
+    assert torch.equal(ours.running_var, theirs.running_var)
+
+
+def test_runs_aten_sync_ops_without_a_float64_copy_of_the_input():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Log(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops, self.f64_numels = [], []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            self.ops.append(func.overloadpacket.__name__)
+            for t in (out if isinstance(out, (tuple, list)) else [out]):
+                if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                    self.f64_numels.append(t.numel())
+            return out
+
+    bn = SyncBatchNorm(4)
+    x = torch.randn(8, 4, 6, 6, requires_grad=True)
+    with Log() as log:
+        bn(x).sum().backward()
+    for op in _aten.OPS:
+        assert op in log.ops, f"{op} not called: {log.ops}"
+    assert max(log.f64_numels, default=0) < x.numel(), "a float64 tensor the size of the input"
 
 
 def test_aten_batch_norm_backward_reduce_runs_on_cpu():

@@ -214,3 +214,13 @@ def test_python_checks_accept_what_the_native_ones_accept():
     _validation.check_scratch_bytes("op", None)
     assert raised(_validation.check_scratch_bytes, "op", 0) == (
         ValueError, "op: 'scratch_bytes' must be a positive number of bytes or None, got 0")
+
+
+def test_bn_output_dtype_rule_matches_the_native_one():
+    from ascend_ops import _C, _validation
+
+    dtypes = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+    for input_dtype in dtypes:
+        for mean_dtype in dtypes:
+            assert (_validation.batch_norm_reduce_output_dtype(input_dtype, mean_dtype)
+                    == _C.batch_norm_reduce_output_dtype(input_dtype, mean_dtype)), (input_dtype, mean_dtype)

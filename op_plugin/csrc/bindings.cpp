@@ -3,6 +3,8 @@
 // kernels, so every implementation rejects bad input with the same message.
 #include "aten_registration.h"
 #include "cpu/avx512_kernels.h"
+#include "cpu/batch_norm_loops.h"
+#include "cpu/bf16_gemm.h"
 #include "cpu/gemm.h"
 #include "validation.h"
 
@@ -82,10 +84,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("sum_exp_logits"), py::arg("predicted_logits"), py::arg("label_smoothing"),
         py::arg("input"), py::arg("weight"), py::arg("vocab_parallel_logits"),
         "Raise TypeError/ValueError for input SPEC §3 rejects.");
-  m.def("register_aten_batch_norm_backward_reduce_cpu",
-        &ascend_ops::register_aten_batch_norm_backward_reduce_cpu,
-        "Register the CPU kernel of aten::batch_norm_backward_reduce; the caller checks "
-        "that none is registered. Returns false if this library already registered it.");
+  m.def("aten_batch_norm_ops", &ascend_ops::aten_batch_norm_ops,
+        "The aten sync-BN operators ascend_ops can serve on CPU.");
+  m.def("register_aten_batch_norm_cpu", &ascend_ops::register_aten_batch_norm_cpu,
+        py::arg("op"),
+        "Register our CPU kernel of aten::<op>; the caller checks that none is registered. "
+        "Returns false if this library already registered it.");
+  m.def("cpu_batch_norm_engine", [] { return std::string(ascend_ops::cpu::bn_loops().engine); },
+        "The build of the batch-norm loops this CPU runs: 'avx512' or 'portable'.");
   m.def("batch_norm_reduce_output_dtype", &ascend_ops::batch_norm_reduce_output_dtype,
         py::arg("input_dtype"), py::arg("mean_dtype"),
         "dtype of the batch_norm_reduce_backward sums, as the CPU and NPU kernels choose it.");

@@ -170,25 +170,53 @@ void check_scratch_bytes(const char* op, std::optional<int64_t> scratch_bytes) {
                     scratch_bytes.value_or(0));
 }
 
-void check_batch_norm_reduce_backward(
-    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
-    const at::Tensor& invstd, const std::optional<at::Tensor>& weight) {
-  const char* op = kBn;
-  const auto check_data_dtype = [op](const char* name, const at::Tensor& t) {
-    const at::ScalarType s = t.scalar_type();
-    TORCH_CHECK_TYPE(s == at::kFloat || is_half(s), op, ": '", name,
-                     "' must be torch.float32, torch.float16 or torch.bfloat16, got ",
-                     dtype_name(s));
-  };
-  check_data_dtype("input", input);
-  TORCH_CHECK_VALUE(input.dim() >= 2 && input.dim() <= 8, op,
-                    ": 'input' must have 2 to 8 dims [N, C, *], got a ", input.dim(),
-                    "-D tensor of shape ", input.sym_sizes());
-  const c10::SymInt c = input.sym_size(1);
-  TORCH_CHECK_VALUE(c >= 1, op, ": 'input' must have at least one channel (C = size(1) >= 1), got shape ",
-                    input.sym_sizes());
+namespace {
 
-  check_data_dtype("grad_out", grad_out);
+// ---- batch norm (SPEC §2) ----
+
+bool is_bn_dtype(at::ScalarType s, bool allow_float64) {
+  return s == at::kFloat || is_half(s) || (allow_float64 && s == at::kDouble);
+}
+
+const char* bn_dtypes(bool allow_float64) {
+  return allow_float64 ? "torch.float32, torch.float64, torch.float16 or torch.bfloat16"
+                       : "torch.float32, torch.float16 or torch.bfloat16";
+}
+
+void check_bn_dtype(const char* op, const char* name, const at::Tensor& t, bool allow_float64) {
+  TORCH_CHECK_TYPE(is_bn_dtype(t.scalar_type(), allow_float64), op, ": '", name, "' must be ",
+                   bn_dtypes(allow_float64), ", got ", dtype_name(t.scalar_type()));
+}
+
+// input [N, C, *]: a batch-norm dtype, 2..max_dims dims (no upper limit when max_dims
+// is kAnyDims), C >= 1.
+constexpr int64_t kAnyDims = -1;
+void check_bn_input(const char* op, const at::Tensor& input, bool allow_float64,
+                    int64_t max_dims) {
+  check_bn_dtype(op, "input", input, allow_float64);
+  if (max_dims == kAnyDims) {
+    TORCH_CHECK_VALUE(input.dim() >= 2, op, ": 'input' must have at least 2 dims [N, C, *], got a ",
+                      input.dim(), "-D tensor of shape ", input.sym_sizes());
+  } else {
+    TORCH_CHECK_VALUE(input.dim() >= 2 && input.dim() <= max_dims, op,
+                      ": 'input' must have 2 to ", max_dims, " dims [N, C, *], got a ",
+                      input.dim(), "-D tensor of shape ", input.sym_sizes());
+  }
+  TORCH_CHECK_VALUE(input.sym_size(1) >= 1, op,
+                    ": 'input' must have at least one channel (C = size(1) >= 1), got shape ",
+                    input.sym_sizes());
+}
+
+// A 1-D per-channel tensor of length C on input's device.
+void check_bn_per_channel(const char* op, const char* name, const at::Tensor& t,
+                          const at::Tensor& input, bool allow_float64) {
+  check_bn_dtype(op, name, t, allow_float64);
+  check_dim(op, name, t, 1);
+  check_length(op, name, t, input.sym_size(1), "C (input.size(1))");
+  check_same_device(op, name, t, input);
+}
+
+void check_bn_grad_out(const char* op, const at::Tensor& grad_out, const at::Tensor& input) {
   TORCH_CHECK_TYPE(grad_out.scalar_type() == input.scalar_type(), op,
                    ": 'grad_out' must have the dtype of 'input' (",
                    dtype_name(input.scalar_type()), "), got ",
@@ -197,18 +225,123 @@ void check_batch_norm_reduce_backward(
                     ": 'grad_out' must have the shape of 'input' ", input.sym_sizes(),
                     ", got ", grad_out.sym_sizes());
   check_same_device(op, "grad_out", grad_out, input);
+}
 
-  const auto check_per_channel = [&](const char* name, const at::Tensor& t) {
-    check_data_dtype(name, t);
-    check_dim(op, name, t, 1);
-    check_length(op, name, t, c, "C (input.size(1))");
-    check_same_device(op, name, t, input);
-  };
-  check_per_channel("mean", mean);
-  check_per_channel("invstd", invstd);
+void check_reduce_backward(const char* op, const at::Tensor& grad_out, const at::Tensor& input,
+                           const at::Tensor& mean, const at::Tensor& invstd,
+                           const std::optional<at::Tensor>& weight, bool allow_float64,
+                           int64_t max_dims) {
+  check_bn_input(op, input, allow_float64, max_dims);
+  check_bn_dtype(op, "grad_out", grad_out, allow_float64);
+  check_bn_grad_out(op, grad_out, input);
+  check_bn_per_channel(op, "mean", mean, input, allow_float64);
+  check_bn_per_channel(op, "invstd", invstd, input, allow_float64);
   if (weight.has_value()) {
-    check_per_channel("weight", *weight);
+    check_bn_per_channel(op, "weight", *weight, input, allow_float64);
   }
+}
+
+}  // namespace
+
+void check_batch_norm_reduce_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight) {
+  // 2..8 dims: the NPU kernel's limit, kept on every backend of the op.
+  check_reduce_backward(kBn, grad_out, input, mean, invstd, weight, /*allow_float64=*/false, 8);
+}
+
+void check_aten_batch_norm_backward_reduce(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight) {
+  check_reduce_backward("batch_norm_backward_reduce", grad_out, input, mean, invstd, weight,
+                        /*allow_float64=*/true, kAnyDims);
+}
+
+void check_batch_norm_stats(const at::Tensor& input, double eps) {
+  const char* op = "batch_norm_stats";
+  check_bn_input(op, input, true, kAnyDims);
+  TORCH_CHECK_VALUE(eps >= 0.0, op, ": 'eps' must be >= 0, got ", eps);
+}
+
+void check_batch_norm_gather_stats(
+    const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    double eps, const at::Tensor& counts) {
+  const char* op = "batch_norm_gather_stats_with_counts";
+  check_bn_input(op, input, true, kAnyDims);
+  TORCH_CHECK_VALUE(eps >= 0.0, op, ": 'eps' must be >= 0, got ", eps);
+  const c10::SymInt c = input.sym_size(1);
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"mean", &mean},
+                                {"invstd", &invstd}}) {
+    check_bn_dtype(op, name, *t, true);
+    check_dim(op, name, *t, 2);
+    TORCH_CHECK_VALUE(t->sym_size(1) == c, op, ": '", name,
+                      "' must be [world, C] with C = input.size(1) = ", c, ", got shape ",
+                      t->sym_sizes());
+    check_same_device(op, name, *t, input);
+  }
+  TORCH_CHECK_VALUE(invstd.sym_sizes() == mean.sym_sizes(), op,
+                    ": 'invstd' must have the shape of 'mean' ", mean.sym_sizes(), ", got ",
+                    invstd.sym_sizes());
+  TORCH_CHECK_TYPE(at::isFloatingType(counts.scalar_type()) ||
+                       at::isIntegralType(counts.scalar_type(), /*includeBool=*/false),
+                   op, ": 'counts' must be a floating or integer tensor, got ",
+                   dtype_name(counts.scalar_type()));
+  TORCH_CHECK_VALUE(counts.dim() == 1 && counts.sym_size(0) == mean.sym_size(0), op,
+                    ": 'counts' must be 1-D with one count per row of 'mean' (",
+                    mean.sym_size(0), "), got shape ", counts.sym_sizes());
+  check_same_device(op, "counts", counts, input);
+  if (running_mean.has_value()) {
+    check_bn_per_channel(op, "running_mean", *running_mean, input, true);
+  }
+  if (running_var.has_value()) {
+    check_bn_per_channel(op, "running_var", *running_var, input, true);
+  }
+}
+
+void check_batch_norm_elemt(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                            const std::optional<at::Tensor>& bias, const at::Tensor& mean,
+                            const at::Tensor& invstd) {
+  const char* op = "batch_norm_elemt";
+  check_bn_input(op, input, true, kAnyDims);
+  check_bn_per_channel(op, "mean", mean, input, true);
+  check_bn_per_channel(op, "invstd", invstd, input, true);
+  if (weight.has_value()) {
+    check_bn_per_channel(op, "weight", *weight, input, true);
+  }
+  if (bias.has_value()) {
+    check_bn_per_channel(op, "bias", *bias, input, true);
+  }
+}
+
+void check_batch_norm_backward_elemt(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight, const at::Tensor& sum_dy,
+    const at::Tensor& sum_dy_xmu, const at::Tensor& count) {
+  const char* op = "batch_norm_backward_elemt";
+  check_bn_input(op, input, true, kAnyDims);
+  check_bn_grad_out(op, grad_out, input);
+  check_bn_per_channel(op, "mean", mean, input, true);
+  check_bn_per_channel(op, "invstd", invstd, input, true);
+  if (weight.has_value()) {
+    check_bn_per_channel(op, "weight", *weight, input, true);
+  }
+  check_bn_per_channel(op, "sum_dy", sum_dy, input, true);
+  check_bn_per_channel(op, "sum_dy_xmu", sum_dy_xmu, input, true);
+  TORCH_CHECK_TYPE(at::isFloatingType(count.scalar_type()) ||
+                       at::isIntegralType(count.scalar_type(), /*includeBool=*/false),
+                   op, ": 'count' must be an integer or floating tensor of per-rank counts, got ",
+                   dtype_name(count.scalar_type()));
+  TORCH_CHECK_VALUE(count.dim() == 1, op, ": 'count' must be 1-D (one count per rank), got shape ",
+                    count.sym_sizes());
+  check_same_device(op, "count", count, input);
+}
+
+at::ScalarType batch_norm_reduce_output_dtype(at::ScalarType input, at::ScalarType mean) {
+  if (input == at::kDouble) {
+    return at::kDouble;
+  }
+  return input == at::kHalf && mean == at::kHalf ? at::kHalf : at::kFloat;
 }
 
 void check_fused_linear_online_max_sum(
@@ -274,8 +407,5 @@ void check_fused_cross_entropy_loss_with_max_sum(
   }
 }
 
-at::ScalarType batch_norm_reduce_output_dtype(at::ScalarType input, at::ScalarType mean) {
-  return input == at::kHalf && mean == at::kHalf ? at::kHalf : at::kFloat;
-}
 
 }  // namespace ascend_ops

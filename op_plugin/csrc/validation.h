@@ -45,8 +45,33 @@ void check_fused_cross_entropy_loss_with_max_sum(
     const std::optional<at::Tensor>& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& vocab_parallel_logits);
 
-// torch_npu's rule for the dtype of the four sums: float16 when input and mean are both
-// float16, float32 otherwise (a bfloat16 input gives float32 sums).
+// The one rule for the dtype of batch_norm_reduce_backward's four sums, used by the CPU
+// and NPU kernels and (through ascend_ops._C) by Python: float64 for a float64 input
+// (aten's CPU registration only), else float16 when input and mean are both float16,
+// else float32 (torch_npu's rule; a bfloat16 input gives float32 sums).
 at::ScalarType batch_norm_reduce_output_dtype(at::ScalarType input, at::ScalarType mean);
+
+// aten::batch_norm_backward_reduce on CPU (SPEC §2): the rules of
+// check_batch_norm_reduce_backward with float64 admitted and no upper limit on the dims.
+void check_aten_batch_norm_backward_reduce(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight);
+
+// The rest of the sync-BN family, as registered for aten's ops on CPU (SPEC §2b). Data
+// tensors are float32, float64, float16 or bfloat16 with at least 2 dims [N, C, *] and
+// C >= 1; per-channel tensors are 1-D of length C in any of those dtypes (mixed as CUDA
+// accepts them: a half input with float32 statistics).
+void check_batch_norm_stats(const at::Tensor& input, double eps);
+void check_batch_norm_gather_stats(
+    const at::Tensor& input, const at::Tensor& mean, const at::Tensor& invstd,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    double eps, const at::Tensor& counts);
+void check_batch_norm_elemt(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                            const std::optional<at::Tensor>& bias, const at::Tensor& mean,
+                            const at::Tensor& invstd);
+void check_batch_norm_backward_elemt(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight, const at::Tensor& sum_dy,
+    const at::Tensor& sum_dy_xmu, const at::Tensor& count);
 
 }  // namespace ascend_ops

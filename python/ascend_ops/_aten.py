@@ -1,7 +1,9 @@
-"""Our CPU kernel under aten::batch_norm_backward_reduce, which PyTorch leaves without one.
+"""Our CPU kernels under aten's sync-BN operators, which PyTorch serves only on CUDA/MPS:
+batch_norm_stats, batch_norm_gather_stats_with_counts, batch_norm_elemt,
+batch_norm_backward_reduce and batch_norm_backward_elemt (SPEC §2, §2b).
 
-Registered at import only when the dispatcher has no CPU kernel there, so a PyTorch that
-brings its own keeps it. `status()` says what happened and why.
+Each is registered at import only when the dispatcher has no CPU kernel for it, so a
+PyTorch that brings its own keeps it. `status()` says what happened to each and why.
 """
 
 from __future__ import annotations
@@ -10,26 +12,26 @@ import torch
 
 from ._extension import load_error, native
 
-OP = "aten::batch_norm_backward_reduce"
-_status = "not attempted"
+OPS = ("batch_norm_stats", "batch_norm_gather_stats_with_counts", "batch_norm_elemt",
+       "batch_norm_backward_reduce", "batch_norm_backward_elemt")
+_status: dict[str, str] = {op: "not attempted" for op in OPS}
 
 
 def register() -> bool:
-    """Register the kernel if aten has none on CPU; True if ours serves the op now."""
-    global _status
-    if load_error is not None:
-        _status = f"not registered: {load_error}"
-        return False
-    if _status.startswith("registered"):
-        return True
-    if torch._C._dispatch_has_kernel_for_dispatch_key(OP, "CPU"):
-        _status = "not registered: a CPU kernel is already registered"
-        return False
-    native().register_aten_batch_norm_backward_reduce_cpu()
-    _status = "registered: ascend_ops' batch_norm_reduce_backward serves it on CPU"
-    return True
+    """Register each kernel aten has none of on CPU; True if ours serve all five now."""
+    for op in OPS:
+        if load_error is not None:
+            _status[op] = f"not registered: {load_error}"
+        elif _status[op].startswith("registered"):
+            continue
+        elif torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{op}", "CPU"):
+            _status[op] = "not registered: a CPU kernel is already registered"
+        else:
+            native().register_aten_batch_norm_cpu(op)
+            _status[op] = "registered: ascend_ops serves it on CPU"
+    return all(s.startswith("registered") for s in _status.values())
 
 
 def status() -> str:
-    """Whether ascend_ops serves aten::batch_norm_backward_reduce on CPU, and why (not)."""
-    return f"{OP} on CPU: {_status}"
+    """One line per operator: whether ascend_ops serves aten::<op> on CPU, and why (not)."""
+    return "\n".join(f"aten::{op} on CPU: {_status[op]}" for op in OPS)

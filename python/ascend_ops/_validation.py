@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 __all__ = ["check_fused_linear_cross_entropy_loss_grad", "check_scratch_bytes",
-           "check_batch_norm_reduce_backward", "check_fused_linear_online_max_sum",
+           "check_batch_norm_reduce_backward", "batch_norm_reduce_output_dtype", "check_fused_linear_online_max_sum",
            "check_fused_cross_entropy_loss_with_max_sum"]
 
 _FLCE = "fused_linear_cross_entropy_loss_grad"
@@ -225,3 +225,10 @@ def check_fused_cross_entropy_loss_with_max_sum(logits_max, sum_exp_logits, pred
         if logits.device != logits_max.device:
             raise ValueError(f"{op}: 'vocab_parallel_logits' must be on the device of "
                              f"'logits_max' ({logits_max.device}), got {logits.device}")
+
+
+def batch_norm_reduce_output_dtype(input_dtype: torch.dtype, mean_dtype: torch.dtype) -> torch.dtype:
+    """SPEC §2's dtype of the sums, as validation.cpp states it."""
+    if input_dtype == torch.float64:
+        return torch.float64
+    return torch.float16 if input_dtype == mean_dtype == torch.float16 else torch.float32

@@ -48,9 +48,12 @@ def fused_linear_cross_entropy_loss_grad(
 
 
 def batch_norm_reduce_output_dtype(input_dtype: torch.dtype, mean_dtype: torch.dtype) -> torch.dtype:
-    """float16 when input and mean are both float16, else float32 (torch_npu's rule)."""
-    both_half = input_dtype == torch.float16 and mean_dtype == torch.float16
-    return torch.float16 if both_half else torch.float32
+    """SPEC §2's dtype of the sums: float64 for a float64 input, else float16 when input and
+    mean are both float16, else float32. The rule lives in C++ (validation.cpp), stated
+    again in Python for when `_C` cannot load (`_validation.py`, tested to agree)."""
+    from ._extension import checks
+
+    return checks().batch_norm_reduce_output_dtype(input_dtype, mean_dtype)
 
 
 def batch_norm_reduce_backward(

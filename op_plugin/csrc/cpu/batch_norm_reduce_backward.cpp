@@ -13,6 +13,8 @@
 // any thread count. Scratch is per task, not per element: no tensor-sized temporaries.
 #include "../validation.h"
 #include "avx512_kernels.h"
+#include "batch_norm_kernels.h"
+#include "batch_norm_loops.h"
 #include "engine_switch.h"
 
 #include <ATen/ATen.h>
@@ -60,6 +62,10 @@ constexpr cpu::BnType bn_type() {
     return cpu::BnType::kFloat32;
   }
 }
+
+// The type mean is read in: double for a float64 input (aten's registration), else float.
+template <typename T>
+using MeanT = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // Portable twins of the AVX512 kernels, with the same blocking.
 template <typename T>
@@ -120,8 +126,10 @@ void portable_rows_sums(const T* dy, const T* x, int64_t rows, int64_t channels,
 
 template <typename T>
 void run_sums(bool avx512, const T* dy, const T* x, int64_t runs, int64_t run_length,
-              int64_t run_stride, float mean, double* sum_dy, double* sum_dy_xmu) {
-  if (avx512) {
+              int64_t run_stride, MeanT<T> mean, double* sum_dy, double* sum_dy_xmu) {
+  if constexpr (std::is_same_v<T, double>) {  // float64: double lanes (batch_norm_loops.inc)
+    cpu::bn_loops().reduce_runs_f64(dy, x, runs, run_length, run_stride, mean, sum_dy, sum_dy_xmu);
+  } else if (avx512) {
     cpu::bn_run_sums(bn_type<T>(), dy, x, runs, run_length, run_stride, mean, sum_dy, sum_dy_xmu);
   } else {
     portable_run_sums(dy, x, runs, run_length, run_stride, mean, sum_dy, sum_dy_xmu);
@@ -130,9 +138,11 @@ void run_sums(bool avx512, const T* dy, const T* x, int64_t runs, int64_t run_le
 
 template <typename T>
 void rows_sums(bool avx512, const T* dy, const T* x, int64_t rows, int64_t channels,
-               int64_t row_stride, const float* mean, float* scratch, double* sum_dy,
+               int64_t row_stride, const MeanT<T>* mean, float* scratch, double* sum_dy,
                double* sum_dy_xmu) {
-  if (avx512) {
+  if constexpr (std::is_same_v<T, double>) {
+    cpu::bn_loops().reduce_rows_f64(dy, x, rows, channels, row_stride, mean, sum_dy, sum_dy_xmu);
+  } else if (avx512) {
     cpu::bn_rows_sums(bn_type<T>(), dy, x, rows, channels,
                       row_stride, mean, scratch, sum_dy, sum_dy_xmu);
   } else {
@@ -143,7 +153,7 @@ void rows_sums(bool avx512, const T* dy, const T* x, int64_t rows, int64_t chann
 // [N, C, S] with S contiguous per (n, c).
 template <typename T>
 Sums channels_outer_sums(const T* dy, const T* x, int64_t n, int64_t c, int64_t s,
-                         const float* mean) {
+                         const MeanT<T>* mean) {
   const bool avx512 = use_avx512();
   const int64_t rows_per_task = std::clamp<int64_t>(kTaskElements / std::max<int64_t>(s, 1), 1, n);
   const int64_t tasks_per_channel = (n + rows_per_task - 1) / rows_per_task;
@@ -170,7 +180,7 @@ Sums channels_outer_sums(const T* dy, const T* x, int64_t n, int64_t c, int64_t 
 
 // `rows` rows of C contiguous channels.
 template <typename T>
-Sums channels_inner_sums(const T* dy, const T* x, int64_t rows, int64_t c, const float* mean) {
+Sums channels_inner_sums(const T* dy, const T* x, int64_t rows, int64_t c, const MeanT<T>* mean) {
   const bool avx512 = use_avx512();
   const int64_t channel_block = std::min(c, kInnerChannelBlock);
   const int64_t channel_blocks = (c + channel_block - 1) / channel_block;
@@ -207,7 +217,7 @@ Sums channels_inner_sums(const T* dy, const T* x, int64_t rows, int64_t c, const
 bool channels_innermost(const at::Tensor& t) { return t.movedim(1, -1).is_contiguous(); }
 
 template <typename T>
-Sums channel_sums(const at::Tensor& grad_out, const at::Tensor& input, const float* mean) {
+Sums channel_sums(const at::Tensor& grad_out, const at::Tensor& input, const MeanT<T>* mean) {
   const int64_t n = input.size(0);
   const int64_t c = input.size(1);
   const int64_t s = input.numel() / (n * c);
@@ -228,30 +238,31 @@ Sums channel_sums(const at::Tensor& grad_out, const at::Tensor& input, const flo
 
 using MaybeTensor = std::optional<at::Tensor>;
 
-std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor> batch_norm_reduce_backward_cpu(
+// Both entry points, after their own validation (the op's dtypes, or aten's with float64).
+std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor> reduce_backward(
     const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
-    const at::Tensor& invstd, const std::optional<at::Tensor>& weight, bool input_g,
-    bool weight_g, bool bias_g) {
-  check_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight);
+    const at::Tensor& invstd, bool input_g, bool weight_g, bool bias_g) {
   if (!input_g && !weight_g && !bias_g) {
     return {};
   }
   const int64_t c = input.size(1);
-  const at::Tensor mean_f = mean.to(at::kFloat).contiguous();
-  const at::Tensor invstd_f = invstd.to(at::kFloat).contiguous();
+  const bool f64 = input.scalar_type() == at::kDouble;
+  const at::Tensor mean_c = mean.to(f64 ? at::kDouble : at::kFloat).contiguous();
   Sums sums(c);
   if (input.numel() > 0) {
-    const float* m = mean_f.const_data_ptr<float>();
-    switch (input.scalar_type()) {  // validation admitted exactly these three
-      case at::kFloat: sums = channel_sums<float>(grad_out, input, m); break;
-      case at::kBFloat16: sums = channel_sums<at::BFloat16>(grad_out, input, m); break;
-      case at::kHalf: sums = channel_sums<at::Half>(grad_out, input, m); break;
+    switch (input.scalar_type()) {  // validation admitted exactly these four
+      case at::kFloat: sums = channel_sums<float>(grad_out, input, mean_c.const_data_ptr<float>()); break;
+      case at::kBFloat16: sums = channel_sums<at::BFloat16>(grad_out, input, mean_c.const_data_ptr<float>()); break;
+      case at::kHalf: sums = channel_sums<at::Half>(grad_out, input, mean_c.const_data_ptr<float>()); break;
+      case at::kDouble: sums = channel_sums<double>(grad_out, input, mean_c.const_data_ptr<double>()); break;
       default: TORCH_INTERNAL_ASSERT(false, "unvalidated dtype ", input.scalar_type());
     }
   }
 
-  // Assembled in double, rounded once into the output dtype.
-  const float* inv = invstd_f.const_data_ptr<float>();
+  // Assembled in double, rounded once into the output dtype. invstd is read as it was
+  // given (a float invstd is exact in double).
+  const at::Tensor invstd_d = invstd.to(at::kDouble).contiguous();
+  const double* inv = invstd_d.const_data_ptr<double>();
   const auto options = input.options().dtype(at::kDouble);
   at::Tensor sum_dy = at::empty({c}, options);
   at::Tensor sum_dy_xmu = at::empty({c}, options);
@@ -262,7 +273,7 @@ std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor> batch_norm_reduce
   for (const auto channel : c10::irange(c)) {
     p_dy[channel] = sums.dy[channel];
     p_dy_xmu[channel] = sums.dy_xmu[channel];
-    p_gw[channel] = sums.dy_xmu[channel] * static_cast<double>(inv[channel]);
+    p_gw[channel] = sums.dy_xmu[channel] * inv[channel];
   }
   const at::ScalarType out_type =
       batch_norm_reduce_output_dtype(input.scalar_type(), mean.scalar_type());
@@ -273,7 +284,27 @@ std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor> batch_norm_reduce
           out(bias_g, sum_dy)};
 }
 
+std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor> batch_norm_reduce_backward_cpu(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight, bool input_g,
+    bool weight_g, bool bias_g) {
+  check_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight);
+  return reduce_backward(grad_out, input, mean, invstd, input_g, weight_g, bias_g);
+}
+
 }  // namespace
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_backward_reduce_cpu(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& invstd, const std::optional<at::Tensor>& weight, bool input_g,
+    bool weight_g, bool bias_g) {
+  check_aten_batch_norm_backward_reduce(grad_out, input, mean, invstd, weight);
+  auto [sum_dy, sum_dy_xmu, grad_weight, grad_bias] =
+      reduce_backward(grad_out, input, mean, invstd, input_g, weight_g, bias_g);
+  // aten's schema returns four Tensors: one not asked for is an undefined tensor.
+  const auto defined = [](MaybeTensor& t) { return t.has_value() ? *t : at::Tensor(); };
+  return {defined(sum_dy), defined(sum_dy_xmu), defined(grad_weight), defined(grad_bias)};
+}
 
 TORCH_LIBRARY_IMPL(ascend_ops, CPU, m) {
   m.impl("batch_norm_reduce_backward", &batch_norm_reduce_backward_cpu);

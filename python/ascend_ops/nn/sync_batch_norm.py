@@ -1,14 +1,18 @@
-"""SyncBatchNorm over torch.distributed that also runs on CPU (gloo).
+"""SyncBatchNorm over torch.distributed that also trains on CPU (gloo).
 
-Forward: each rank's per-channel count, mean and M2 (Σ (x − mean)²) are all-gathered in
-one collective and merged exactly (Chan et al.'s parallel variance), so uneven batches and
-ranks with zero rows need no special case. Backward: batch_norm_reduce_backward gives each
-rank's Σ dy and Σ dy·(x − mean); one all-reduce sums them; the element-wise part is
+It runs torch's own sync-BN steps, aten's operators, so on each device the kernels
+registered there serve them (on CPU ours, ascend_ops._aten; on the NPU torch_npu's):
 
-    dx = (dy − Σdy/N − (x − mean)·invstd²·Σdy(x−mean)/N) · invstd · weight
+    forward:  batch_norm_stats → one all_gather of (mean, invstd, count) per rank →
+              batch_norm_gather_stats_with_counts (also updates the running statistics) →
+              batch_norm_elemt
+    backward: batch_norm_backward_reduce → one all_reduce of (Σ dy, Σ dy·(x − mean)) →
+              batch_norm_backward_elemt
 
 The weight and bias gradients stay per-rank (data parallelism sums or averages them, as
-with torch.nn.SyncBatchNorm).
+with torch.nn.SyncBatchNorm). A rank with no rows takes part in both collectives with
+zeros; when every rank is empty the output is empty, the weight and bias gradients are
+zero and the running statistics are left alone (as nn.BatchNorm2d on the empty batch).
 """
 
 from __future__ import annotations
@@ -18,14 +22,14 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from .. import ops
-
 __all__ = ["SyncBatchNorm"]
 
 
 class SyncBatchNorm(_BatchNorm):
-    """Drop-in for `torch.nn.SyncBatchNorm` (same constructor and behaviour), for inputs
-    of 2 to 5 dims [N, C, *], on CPU as well."""
+    """Drop-in for `torch.nn.SyncBatchNorm` (same constructor, behaviour and messages), for
+    inputs [N, C, *] of at least 2 dims, on CPU as well. Unlike torch's, a single process
+    (no process group, or a group of one) also runs the sync-BN kernels, which give what
+    nn.BatchNorm*d gives."""
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
                  affine: bool = True, track_running_stats: bool = True,
@@ -35,12 +39,10 @@ class SyncBatchNorm(_BatchNorm):
         self.process_group = process_group
 
     def _check_input_dim(self, input: torch.Tensor) -> None:
-        if not 2 <= input.dim() <= 5:
-            raise ValueError(f"SyncBatchNorm: 'input' must have 2 to 5 dims [N, C, *], got "
-                             f"{input.dim()}D of shape {tuple(input.shape)}")
-        if input.size(1) != self.num_features:
-            raise ValueError(f"SyncBatchNorm: 'input' must have num_features = "
-                             f"{self.num_features} channels in dim 1, got shape {tuple(input.shape)}")
+        if input.dim() < 2:  # torch's checks and messages
+            raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
+        if input.size(1) == 0:
+            raise ValueError("SyncBatchNorm number of input channels should be non-zero")
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
         self._check_input_dim(input)
@@ -50,14 +52,15 @@ class SyncBatchNorm(_BatchNorm):
             self.num_batches_tracked.add_(1)
             factor = 1.0 / float(self.num_batches_tracked) if self.momentum is None else self.momentum
         use_batch_stats = self.training or (self.running_mean is None and self.running_var is None)
-        if not use_batch_stats:
-            return nn.functional.batch_norm(input, self.running_mean, self.running_var, self.weight,
-                                            self.bias, False, 0.0, self.eps)
         running_mean = self.running_mean if not self.training or self.track_running_stats else None
         running_var = self.running_var if not self.training or self.track_running_stats else None
+        if not (use_batch_stats and self.training):
+            return nn.functional.batch_norm(input, running_mean, running_var, self.weight,
+                                            self.bias, use_batch_stats, factor, self.eps)
+        group = self._group()
+        world = 1 if group is None else dist.get_world_size(group)
         return _SyncBatchNormFunction.apply(input, self.weight, self.bias, running_mean,
-                                            running_var, self.eps, factor,
-                                            self._group() if self.training else None)
+                                            running_var, self.eps, factor, group, world)
 
     def _group(self) -> dist.ProcessGroup | None:
         """The group to synchronise over, or None for a single process."""
@@ -90,75 +93,86 @@ class SyncBatchNorm(_BatchNorm):
         return converted
 
 
-def _gather_statistics(input: torch.Tensor, group) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """Global per-channel (mean, biased var) in float64 and the global count per channel."""
-    c = input.size(1)
-    dims = [d for d in range(input.dim()) if d != 1]
-    count = input.numel() // c if c else 0
-    x = input.double()
-    mean = x.mean(dims) if count else x.new_zeros(c)
-    m2 = ((x - mean.view([1, c] + [1] * (input.dim() - 2))) ** 2).sum(dims) if count \
-        else x.new_zeros(c)
-    local = torch.cat([mean.new_tensor([count]), mean, m2])  # [1 + 2C]
-    if group is None:
-        per_rank = local[None]
-    else:
-        # all_gather (not all_gather_into_tensor, which gloo lacks): one collective.
-        gathered = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
-        dist.all_gather(gathered, local, group=group)
-        per_rank = torch.stack(gathered)
-    counts, means, m2s = per_rank[:, :1], per_rank[:, 1:1 + c], per_rank[:, 1 + c:]
-    total = counts.sum()
-    if total <= 1:
-        raise ValueError(f"SyncBatchNorm: expected more than 1 value per channel when "
-                         f"training, got {int(total)} over all ranks (input shape "
-                         f"{tuple(input.shape)} on this rank)")
-    global_mean = (counts * means).sum(0) / total
-    global_m2 = (m2s + counts * (means - global_mean) ** 2).sum(0)
-    return global_mean, global_m2 / total, int(total)
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """`t` if contiguous or channels_last(_3d), else a contiguous copy (as torch does)."""
+    if (t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)
+            or t.is_contiguous(memory_format=torch.channels_last_3d)):
+        return t
+    return t.contiguous()
 
 
 class _SyncBatchNormFunction(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input, weight, bias, running_mean, running_var, eps, factor, group):
-        mean64, var64, total = _gather_statistics(input, group)
-        if running_mean is not None:
-            with torch.no_grad():
-                running_mean.mul_(1 - factor).add_(mean64.to(running_mean.dtype), alpha=factor)
-                unbiased = var64 * total / (total - 1)
-                running_var.mul_(1 - factor).add_(unbiased.to(running_var.dtype), alpha=factor)
-        mean, invstd = mean64.float(), (var64 + eps).rsqrt().float()
-        shape = [1, input.size(1)] + [1] * (input.dim() - 2)
-        scale = invstd if weight is None else invstd * weight.float()
-        shift = -mean * scale if bias is None else bias.float() - mean * scale
-        output = (input.float() * scale.view(shape) + shift.view(shape)).to(input.dtype)
-        ctx.save_for_backward(input, weight, mean, invstd)
-        ctx.group, ctx.total = group, total
+    def forward(ctx, input, weight, bias, running_mean, running_var, eps, momentum, group, world):
+        input = _dense(input)
+        c = input.size(1)
+        size = input.numel() // c
+        if size == 1 and world < 2:  # torch's check and message
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
+        if input.numel() > 0:
+            mean, invstd = torch.batch_norm_stats(input, eps)
+            count = torch.full((1,), size, dtype=mean.dtype, device=mean.device)
+            combined = torch.cat([mean, invstd, count])  # [2C + 1]
+        else:
+            # Zeros with count 0: this rank still joins the all_gather its peers wait on.
+            stats_dtype = torch.float64 if input.dtype == torch.float64 else torch.float32
+            combined = torch.zeros(2 * c + 1, dtype=stats_dtype, device=input.device)
+        if group is None:
+            per_rank = combined[None]
+        else:
+            # all_gather (not all_gather_into_tensor, which gloo lacks): one collective.
+            gathered = [torch.empty_like(combined) for _ in range(world)]
+            dist.all_gather(gathered, combined, group=group)
+            per_rank = torch.stack(gathered)  # [world, 2C + 1]
+        mean_all, invstd_all, count_all = per_rank.split(c, dim=1)
+        # Drop the ranks with no rows, as torch does (one host sync): a kernel may not skip
+        # a zero count (ours does). With every rank empty none is left, and the gather
+        # leaves the running statistics alone.
+        present = count_all.view(-1) >= 1
+        mean_all, invstd_all, count_all = mean_all[present], invstd_all[present], count_all[present]
+        counts = count_all.view(-1)
+        if running_mean is not None and counts.dtype != running_mean.dtype:
+            counts = counts.to(running_mean.dtype)
+        mean, invstd = torch.batch_norm_gather_stats_with_counts(
+            input, mean_all, invstd_all, running_mean, running_var, momentum, eps, counts)
+        ctx.save_for_backward(input, weight, mean, invstd, count_all.view(-1).to(torch.int32))
+        ctx.group = group
         ctx.has_bias = bias is not None
-        return output
+        if input.numel() == 0:
+            return torch.empty_like(input)
+        return torch.batch_norm_elemt(input, weight, bias, mean, invstd, eps)
 
     @staticmethod
     def backward(ctx, grad_output):
-        input, weight, mean, invstd = ctx.saved_tensors
+        input, weight, mean, invstd, count = ctx.saved_tensors
         need_input, need_weight, need_bias = ctx.needs_input_grad[:3]
-        sum_dy, sum_dy_xmu, grad_weight, grad_bias = ops.batch_norm_reduce_backward(
-            grad_output.contiguous(), input, mean, invstd, weight, need_input,
-            need_weight and weight is not None, need_bias and ctx.has_bias)
-        grad_input = None
-        if need_input:
-            if ctx.group is not None:
-                sums = torch.cat([sum_dy, sum_dy_xmu])  # one all-reduce for both
-                dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=ctx.group)
-                sum_dy, sum_dy_xmu = sums.chunk(2)
-            c = input.size(1)
-            shape = [1, c] + [1] * (input.dim() - 2)
-            scale = invstd if weight is None else invstd * weight.float()
-            mean_dy = (sum_dy / ctx.total).view(shape)
-            mean_dy_xmu = (sum_dy_xmu / ctx.total * invstd * invstd).view(shape)
-            grad_input = ((grad_output.float() - mean_dy - (input.float() - mean.view(shape))
-                           * mean_dy_xmu) * scale.view(shape)).to(input.dtype)
-        if grad_weight is not None:
-            grad_weight = grad_weight.to(weight.dtype)
-        if grad_bias is not None:
-            grad_bias = grad_bias.to(weight.dtype if weight is not None else grad_bias.dtype)
-        return grad_input, grad_weight, grad_bias, None, None, None, None, None
+        grad_input = grad_weight = grad_bias = None
+        c = input.size(1)
+        if input.numel() > 0:
+            grad_output = _dense(grad_output)
+            sum_dy, sum_dy_xmu, grad_weight, grad_bias = torch.batch_norm_backward_reduce(
+                grad_output, input, mean, invstd, weight, need_input,
+                need_weight and weight is not None, need_bias and ctx.has_bias)
+            if need_input:
+                if ctx.group is not None:
+                    sums = torch.cat([sum_dy, sum_dy_xmu])  # one all_reduce for both
+                    dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=ctx.group)
+                    sum_dy, sum_dy_xmu = sums.split(c)
+                if weight is not None and weight.dtype != mean.dtype:
+                    weight = weight.to(mean.dtype)
+                grad_input = torch.batch_norm_backward_elemt(
+                    grad_output, input, mean, invstd, weight, sum_dy, sum_dy_xmu, count)
+        else:
+            if need_input and ctx.group is not None:
+                # Zeros: this rank still joins the all_reduce its peers wait on.
+                dist.all_reduce(torch.zeros(2 * c, dtype=mean.dtype, device=mean.device),
+                                op=dist.ReduceOp.SUM, group=ctx.group)
+            if need_input:
+                grad_input = torch.zeros_like(input)
+            if weight is not None:  # no rows here: these rows' share of the gradients is 0
+                grad_weight = torch.zeros_like(weight) if need_weight else None
+                grad_bias = torch.zeros_like(weight) if need_bias and ctx.has_bias else None
+        if weight is not None:
+            grad_weight = None if grad_weight is None else grad_weight.to(weight.dtype)
+            grad_bias = None if grad_bias is None else grad_bias.to(weight.dtype)
+        return grad_input, grad_weight, grad_bias, None, None, None, None, None, None

@@ -1,0 +1,109 @@
+// How the batch-norm CPU kernels read [N, C, *] tensors in place, and the pieces they
+// share (SPEC §2, docs/cpu_kernels.md).
+#pragma once
+
+#include "batch_norm_loops.h"
+
+#include <ATen/ATen.h>
+#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
+
+#include <algorithm>
+#include <optional>
+
+namespace ascend_ops {
+namespace cpu {
+
+// The two layouts read in place (batch_norm_loops.h):
+//   kRuns: contiguous [N, C, S] — N runs of S elements per channel;
+//   kRows: channels innermost (channels_last, channels_last_3d, or [N, C]) — N·S rows of C.
+enum class BnLayout { kRuns, kRows };
+
+struct BnShape {
+  int64_t n, c, s;  // input = [n, c, s...], s = product of the spatial sizes
+  BnLayout layout;
+  int64_t rows() const { return n * s; }
+};
+
+// True when the channel dim is innermost and the rest is dense: `t.movedim(1, -1)` is
+// contiguous (channels_last and channels_last_3d are).
+inline bool channels_innermost(const at::Tensor& t) { return t.movedim(1, -1).is_contiguous(); }
+
+// The layout `t` is read in, or nullopt when it must be copied (to contiguous) first.
+inline std::optional<BnLayout> readable_layout(const at::Tensor& t) {
+  const int64_t s = t.size(0) * t.size(1) == 0 ? 1 : t.numel() / (t.size(0) * t.size(1));
+  if (t.is_contiguous()) {
+    return s == 1 ? BnLayout::kRows : BnLayout::kRuns;
+  }
+  if (channels_innermost(t)) {
+    return BnLayout::kRows;
+  }
+  return std::nullopt;
+}
+
+// `t` as the kernels read it: itself when readable in place, else a contiguous copy.
+inline at::Tensor readable(const at::Tensor& t) {
+  return readable_layout(t).has_value() ? t : t.contiguous();
+}
+
+// Shape and layout of a readable tensor (readable_layout(t) has a value).
+inline BnShape bn_shape(const at::Tensor& t) {
+  const int64_t n = t.size(0), c = t.size(1);
+  const int64_t s = n * c == 0 ? 1 : t.numel() / (n * c);
+  const std::optional<BnLayout> layout = readable_layout(t);
+  TORCH_INTERNAL_ASSERT(layout.has_value(), "bn_shape of an unreadable layout");
+  return {n, c, std::max<int64_t>(s, 1), *layout};
+}
+
+// `like` (the shape of `reference`) in reference's layout, so one BnShape reads both:
+// itself when the strides agree, else a copy.
+inline at::Tensor same_layout(const at::Tensor& like, const at::Tensor& reference) {
+  return like.strides() == reference.strides() ? like : at::empty_like(reference).copy_(like);
+}
+
+inline BnElem bn_elem(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return BnElem::kFloat32;
+    case at::kDouble: return BnElem::kFloat64;
+    case at::kHalf: return BnElem::kFloat16;
+    case at::kBFloat16: return BnElem::kBFloat16;
+    default: TORCH_INTERNAL_ASSERT(false, "unvalidated batch-norm dtype ", t);
+  }
+}
+
+// The loops' compute type for an element type: float64 for float64, else float32.
+inline at::ScalarType bn_compute_type(at::ScalarType t) {
+  return t == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+// Work items per parallel chunk so a chunk holds about ATen's grain (32K elements):
+// small inputs stay on the calling thread.
+inline int64_t bn_grain(int64_t elements_per_item) {
+  return std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, elements_per_item));
+}
+
+// Adds a channel's stats_lanes (16 sums then 16 sums of squares, float or double by the
+// element type) into its double sums, in lane order, and zeroes them.
+inline void bn_flush_lanes(BnElem type, double* lanes, double* sum, double* sum_sq) {
+  if (type == BnElem::kFloat64) {
+    for (int l = 0; l < 16; ++l) {
+      *sum += lanes[l];
+      *sum_sq += lanes[16 + l];
+      lanes[l] = lanes[16 + l] = 0.0;
+    }
+  } else {
+    float* f = reinterpret_cast<float*>(lanes);
+    for (int l = 0; l < 16; ++l) {
+      *sum += f[l];
+      *sum_sq += f[16 + l];
+      f[l] = f[16 + l] = 0.0f;
+    }
+  }
+}
+
+// Per-channel values as a contiguous tensor of the loops' compute type.
+inline at::Tensor per_channel(const at::Tensor& t, at::ScalarType compute) {
+  return t.to(compute).contiguous();
+}
+
+}  // namespace cpu
+}  // namespace ascend_ops

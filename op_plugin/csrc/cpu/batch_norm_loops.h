@@ -1,0 +1,75 @@
+// The inner loops of the batch-norm CPU kernels (batch_norm_stats, _elemt,
+// _backward_elemt, and the float64 sums of batch_norm_reduce_backward), compiled twice
+// from one source (batch_norm_loops.inc): for AVX512 and for any x86-64/ARM CPU. The
+// kernels call them through bn_loops(), which picks the build this CPU runs.
+//
+// Plain C types only: the AVX512 build must share no inline or template code with the
+// rest of the library (see avx512_kernels.h).
+//
+// Two layouts, as the kernels read them in place:
+//   run:  `runs` runs of `run_length` contiguous elements of one channel, `run_stride`
+//         elements apart (contiguous [N, C, S]: run n of channel c starts at (n*C + c)*S);
+//   rows: `rows` rows of `channels` contiguous channels, `row_stride` elements apart
+//         (channels_last, or [N, C]).
+// Per-channel coefficient arrays (`mean`, `scale`, ...) are float, or double when the
+// element type is kFloat64: the loops compute in that type.
+#pragma once
+
+#include <stdint.h>
+
+namespace ascend_ops {
+namespace cpu {
+
+enum class BnElem : int { kFloat32, kFloat64, kFloat16, kBFloat16 };
+
+// The float lanes are flushed into the double sums every kBnLoopFlush elements of a
+// run, or every kBnLoopRowFlush rows: a float sum of 1024 values keeps ~1e-7 relative
+// error per flush.
+constexpr int64_t kBnLoopFlush = 1024;
+constexpr int64_t kBnLoopRowFlush = 64;
+
+struct BnLoops {
+  // Adds Σ (x − shift) and Σ (x − shift)² over n contiguous elements to `lanes` (16 sums
+  // then 16 sums of squares, of the compute type) without flushing them: the caller
+  // flushes into double at least every kBnLoopFlush elements.
+  void (*stats_lanes)(BnElem type, const void* x, int64_t n, double shift, void* lanes);
+  // The same per channel over rows; `scratch` holds 2 * channels coefficients.
+  void (*stats_rows)(BnElem type, const void* x, int64_t rows, int64_t channels,
+                     int64_t row_stride, const void* shift, void* scratch, double* sum,
+                     double* sum_sq);
+  // y = (x − mean) · scale + bias over n contiguous elements of one channel.
+  void (*elemt_run)(BnElem type, const void* x, void* y, int64_t n, double mean, double scale,
+                    double bias);
+  void (*elemt_rows)(BnElem type, const void* x, void* y, int64_t rows, int64_t channels,
+                     int64_t row_stride, const void* mean, const void* scale, const void* bias);
+  // dx = (dy − mean_dy − (x − mean) · k) · scale over n contiguous elements of one channel.
+  void (*backward_elemt_run)(BnElem type, const void* dy, const void* x, void* dx, int64_t n,
+                             double mean, double k, double mean_dy, double scale);
+  void (*backward_elemt_rows)(BnElem type, const void* dy, const void* x, void* dx,
+                              int64_t rows, int64_t channels, int64_t row_stride,
+                              const void* mean, const void* k, const void* mean_dy,
+                              const void* scale);
+  // batch_norm_reduce_backward's Σ dy and Σ dy·(x − mean) for float64 (the other dtypes
+  // have their own kernels in avx512_kernels.cpp and batch_norm_reduce_backward.cpp).
+  void (*reduce_runs_f64)(const double* dy, const double* x, int64_t runs, int64_t run_length,
+                          int64_t run_stride, double mean, double* sum_dy, double* sum_dy_xmu);
+  void (*reduce_rows_f64)(const double* dy, const double* x, int64_t rows, int64_t channels,
+                          int64_t row_stride, const double* mean, double* sum_dy,
+                          double* sum_dy_xmu);
+  const char* engine;  // "avx512" or "portable", for benchmark rows
+};
+
+// The AVX512 build when this CPU has AVX512-F/BW/VL/DQ and the switch (engine_switch.h)
+// does not force the portable path, else the portable one.
+const BnLoops& bn_loops();
+
+namespace bn_avx512 {
+extern const BnLoops kLoops;
+bool supported();
+}  // namespace bn_avx512
+namespace bn_portable {
+extern const BnLoops kLoops;
+}  // namespace bn_portable
+
+}  // namespace cpu
+}  // namespace ascend_ops

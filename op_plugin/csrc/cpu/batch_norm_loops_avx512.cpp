@@ -1,0 +1,20 @@
+// The AVX512 build of the batch-norm loops (batch_norm_loops.inc): the same source,
+// vectorised 16 floats (8 doubles) wide. bn_loops() selects it only on CPUs with
+// AVX512-F/BW/VL/DQ.
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
+
+#include "batch_norm_loops.h"
+
+namespace ascend_ops {
+namespace cpu {
+namespace bn_avx512 {
+namespace {
+#include "batch_norm_loops.inc"
+}  // namespace
+
+const BnLoops kLoops = {stats_lanes,         stats_rows,          elemt_run,
+                        elemt_rows,         backward_elemt_run,  backward_elemt_rows,
+                        reduce_runs_f64,    reduce_rows_f64,     "avx512"};
+}  // namespace bn_avx512
+}  // namespace cpu
+}  // namespace ascend_ops
