@@ -28,7 +28,7 @@ def test_benchmark_quick_writes_every_provider(tmp_path):
         for op in ("stats", "elemt", "backward_reduce", "backward_elemt"):
             assert ("sync_batch_norm", "kernels", dtype, f"kernel:batch_norm_{op}") in seen
     sync_bn = [r for r in rows if r["op"] == "sync_batch_norm"]
-    assert all(r["cpu"] and r["engine"] for r in sync_bn)
+    assert all(r["cpu_model"] and r["engine"] for r in sync_bn)
     assert {r["engine"] for r in sync_bn if r["provider"] == "batch_norm2d"} == {"aten"}
     flce = [r for r in rows if r["op"] == "fused_linear_cross_entropy_loss_grad"]
     assert all(float(r["peak_extra_mib"]) >= 0 for r in flce)
