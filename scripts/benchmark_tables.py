@@ -116,6 +116,72 @@ def bn_table(rows: list[dict]) -> str:
                      "ours / floor", "plain torch / ours"], body)
 
 
+SYNC_BN = "sync_batch_norm"
+
+
+def work(size: str) -> int:
+    n = 1
+    for part in size_key(size):
+        n *= part
+    return n
+
+
+def sync_bn_groups(rows: list[dict]) -> list[tuple[tuple, dict[str, dict]]]:
+    """[((CPU class, size, dtype, mode, date), {provider: row})] of the SyncBatchNorm rows,
+    per CPU class (its thread count included) the most threads first, then by size. Not
+    keyed by engine: a run's providers name different ones (ours, its portable build, aten)."""
+    groups: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for row in rows:
+        if row["op"] == SYNC_BN:
+            key = (cpu_class(row), row["size"], row["dtype"], row["mode"], row["date"])
+            groups[key][row["provider"]] = row
+    def order(item):
+        (cpu, size, dtype, mode, date), by = item
+        threads = int(next(iter(by.values()))["threads"])
+        return cpu.rsplit(",", 1)[0], -threads, work(size), dtype != "float32", date
+    return sorted(groups.items(), key=order)
+
+
+def sync_bn_layer_table(rows: list[dict]) -> str:
+    """Forward + backward of one layer: ours (and its portable build) against BatchNorm2d."""
+    body = []
+    for (cpu, size, dtype, mode, _), by in sync_bn_groups(rows):
+        if mode != "fwd+bwd" or not {"ascend_ops", "ascend_ops_portable", "batch_norm2d"} <= by.keys():
+            continue
+        ours, portable, bn2d = (float(by[p]["median_s"]) for p in
+                                ("ascend_ops", "ascend_ops_portable", "batch_norm2d"))
+        body.append([cpu, size.replace("x", "×"), dtype, by["ascend_ops"]["engine"],
+                     seconds(by["ascend_ops"]["median_s"]), seconds(by["batch_norm2d"]["median_s"]),
+                     f"{ours / bn2d:.2f}×", seconds(by["ascend_ops_portable"]["median_s"]),
+                     f"{portable / bn2d:.2f}×", measured(by["ascend_ops"])])
+    return markdown(["CPU", "shape", "dtype", "engine", "ours", "BatchNorm2d", "ours / BN2d",
+                     "portable", "portable / BN2d", "measured"], body)
+
+
+# Each kernel against its floor: reading its inputs once (stats, backward_reduce), or
+# reading them and writing a fresh output (elemt, backward_elemt).
+SYNC_BN_FLOORS = {"stats": "read_floor:x", "elemt": "copy_floor:x",
+                  "backward_reduce": "read_floor:dy+x", "backward_elemt": "copy_floor:dy+x"}
+
+
+def sync_bn_kernel_table(rows: list[dict]) -> str:
+    body = []
+    for (cpu, size, dtype, mode, _), by in sync_bn_groups(rows):
+        if mode != "kernels":
+            continue
+        cells = []
+        for kernel, floor in SYNC_BN_FLOORS.items():
+            ours, base = by.get(f"kernel:batch_norm_{kernel}"), by.get(floor)
+            if ours is None or base is None:
+                cells.append("–")
+                continue
+            o, b = float(ours["median_s"]), float(base["median_s"])
+            cells.append(f"{o * 1e3:.2f} / {b * 1e3:.2f} ms = {o / b:.2f}×")
+        body.append([cpu, size.replace("x", "×"), dtype, *cells])
+    return markdown(["CPU", "shape", "dtype", "stats / read x", "elemt / copy x",
+                     "backward_reduce / read dy+x", "backward_elemt / (dy + x)"], body)
+
+
 LCE_PROVIDERS = {"ascend_ops": "ascend_ops (memory-saving)",
                  "ascend_ops-high-performance": "ascend_ops (high-performance)",
                  "eager": "eager `F.cross_entropy(F.linear(...))`", "compile": "`torch.compile` of eager"}
@@ -139,7 +205,8 @@ def lce_table(rows: list[dict]) -> str:
                      "peak extra", "measured"], body)
 
 
-TABLES = {"flce": flce_table, "bn": bn_table, "linear-cross-entropy": lce_table}
+TABLES = {"flce": flce_table, "bn": bn_table, "sync-bn": sync_bn_layer_table,
+          "sync-bn-kernels": sync_bn_kernel_table, "linear-cross-entropy": lce_table}
 
 
 def render(doc: str, rows: list[dict]) -> str:

@@ -11,6 +11,7 @@ process on the whole problem.
 from __future__ import annotations
 
 import datetime
+import gc
 import pathlib
 import sys
 
@@ -131,6 +132,7 @@ def main(rank: int, world: int, port: int, out: pathlib.Path) -> None:
     try:
         torch.save(dict(lce=run_lce(rank, world), bn=run_bn(rank, world)), out / f"rank{rank}.pt")
     finally:
+        gc.collect()  # free the group's last users while it lives (scripts/train_demo.py)
         dist.destroy_process_group()
 
 
