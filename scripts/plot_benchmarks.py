@@ -2,8 +2,9 @@
 """Plot the benchmark CSV of scripts/benchmark.py: time against size, one line per
 provider, a panel per op and mode/dtype, plus the peak extra memory of FLCE.
 
-Uses the newest run per key of scripts/results_csv.py (op, provider, mode, dtype, size,
-threads, CPU, engine) in the CSV.
+One point per op, provider, mode, dtype and size: the newest row of the CSV for one CPU
+model and thread count (whatever its date or engine), so a panel shows one run, not a
+history.
 Needs matplotlib (`pip install matplotlib`); the benchmark itself does not.
 
     python scripts/plot_benchmarks.py scripts/results/benchmarks.csv -o scripts/results/benchmarks.png
@@ -18,7 +19,6 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from results_csv import newest_rows  # noqa: E402
 RESULTS = ROOT / "scripts" / "results"
 
 
@@ -28,6 +28,21 @@ def size_key(size: str) -> int:
     for part in size.split("x"):
         total *= int(part)
     return total
+
+
+def latest_points(path: pathlib.Path, threads: int) -> list[dict]:
+    """The newest row per (CPU, op, provider, mode, dtype, size) at `threads` threads, for
+    the CPU model of the newest row: rows are appended, so later rows are newer."""
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if int(r["threads"]) == threads]
+    if not rows:
+        return []
+    cpu = rows[-1]["cpu_model"]
+    latest: dict[tuple, dict] = {}
+    for row in rows:
+        if row["cpu_model"] == cpu:
+            latest[(row["op"], row["provider"], row["mode"], row["dtype"], row["size"])] = row
+    return list(latest.values())
 
 
 def panels(rows: list[dict]) -> list[tuple[str, str, list[dict]]]:
@@ -92,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", type=pathlib.Path, nargs="?", default=RESULTS / "benchmarks.csv")
     parser.add_argument("-o", "--out", type=pathlib.Path, default=RESULTS / "benchmarks.png")
+    parser.add_argument("--threads", type=int, default=2, help="the thread count to plot (default 2)")
     args = parser.parse_args(argv)
-    rows = newest_rows(args.csv)
+    rows = latest_points(args.csv, args.threads)
     if not rows:
         print(f"{args.csv}: no rows", file=sys.stderr)
         return 1
