@@ -151,3 +151,21 @@ def test_two_all_reduces_per_forward(monkeypatch):
     stats = [torch.rand(5) for _ in range(3)]
     module.combine_row_statistics(*stats, torch.ones(5), group=object())
     assert calls == [(module.dist.ReduceOp.MAX, (5,)), (module.dist.ReduceOp.SUM, (3, 5))]
+
+
+def test_owner_check_reads_no_accelerator_tensor_on_the_host(monkeypatch):
+    """On a device other than CPU the check must not read `bad` on the host (it would stall
+    the stream): with no device-side assert registered it is skipped, unless the debug
+    switch asks for it. A meta tensor stands in for such a device (it has no values)."""
+    from ascend_ops.vocab_parallel import check_one_owner
+
+    bad = torch.ones(4, dtype=torch.bool, device="meta")
+    rows = owners = torch.zeros(4, device="meta")
+    monkeypatch.delenv("ASCEND_OPS_NPU_CHECK_TARGETS", raising=False)
+    check_one_owner(bad, rows, owners, -100)  # no host read: nothing raised
+    monkeypatch.setenv("ASCEND_OPS_NPU_CHECK_TARGETS", "1")
+    with pytest.raises(RuntimeError):  # the debug switch reads it on the host (meta: no values)
+        check_one_owner(bad, rows, owners, -100)
+    cpu_bad = torch.tensor([False, True])
+    with pytest.raises(ValueError, match=r"got target\[1\] = 7 held by 0 shards"):
+        check_one_owner(cpu_bad, torch.tensor([3, 7]), torch.tensor([1.0, 0.0]), -100)

@@ -11,6 +11,8 @@ and the backward recomputes the logits chunk by chunk (fused_linear_cross_entrop
 
 from __future__ import annotations
 
+import os
+
 import torch
 import torch.distributed as dist
 
@@ -98,6 +100,28 @@ def combine_row_statistics(logits_max, sum_exp_logits, predicted_logits, owned, 
     return global_max, stacked[0], stacked[1], stacked[2]
 
 
+def check_one_owner(bad: torch.Tensor, rows: torch.Tensor, owners: torch.Tensor,
+                    ignore_index: int) -> None:
+    """Every row not ignored must have its target in exactly one shard (`bad` marks those
+    that do not). On CPU a ValueError names the first such row. On an accelerator reading
+    `bad` would stall the host, so (as the NPU adapter's target check, SPEC §1) it is an
+    asynchronous device-side assert where the backend registers one, a host check only
+    under ASCEND_OPS_NPU_CHECK_TARGETS=1, and otherwise skipped."""
+    on_host = bad.device.type == "cpu" or os.environ.get("ASCEND_OPS_NPU_CHECK_TARGETS") == "1"
+    if not on_host:
+        key = "CUDA" if bad.device.type == "cuda" else "PrivateUse1"
+        if torch._C._dispatch_has_kernel_for_dispatch_key("aten::_assert_async.msg", key):
+            torch._assert_async(~bad.any(), "linear_cross_entropy: a 'target' is held by no "
+                                "shard or by several (ASCEND_OPS_NPU_CHECK_TARGETS=1 names the row)")
+        return
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0])
+        raise ValueError(
+            f"linear_cross_entropy: 'target' must be a vocabulary id held by exactly one "
+            f"shard (or ignore_index={ignore_index}), got target[{row}] = {int(rows[row])} "
+            f"held by {int(owners[row])} shards")
+
+
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weight, target, ignore_index, reduction, group, start, mode):
@@ -113,18 +137,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
         owned = (~unpack_target_mask(target_mask, x.size(0))).float()
         logits_max, sum_exp, predicted, owners = combine_row_statistics(
             logits_max, sum_exp, predicted, owned, group)
-        bad = (owners != 1) & ~ignored
-        if bool(bad.any()):
-            row = int(bad.nonzero()[0, 0])
-            raise ValueError(
-                f"linear_cross_entropy: 'target' must be a vocabulary id held by exactly one "
-                f"shard (or ignore_index={ignore_index}), got target[{row}] = {int(rows[row])} "
-                f"held by {int(owners[row])} shards")
+        check_one_owner((owners != 1) & ~ignored, rows, owners, ignore_index)
         row_loss, softmax = ops.fused_cross_entropy_loss_with_max_sum(
             logits_max, sum_exp, predicted,
             vocab_parallel_logits=logits if keep_logits else None)
         row_loss = row_loss.masked_fill(ignored, 0.0)
-        count = int((~ignored).sum())
+        count = (~ignored).sum()  # a tensor: reading it would stall an accelerator's host
 
         ctx.save_for_backward(x, weight, target_mask, masked_target, logits_max, sum_exp,
                               ignored)
@@ -142,7 +160,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         if ctx.reduction == "none":
             grad_rows = grad_loss.reshape(-1).float()
         else:
-            scale = 1.0 / ctx.count if ctx.reduction == "mean" and ctx.count else 1.0
+            # mean over the rows not ignored; with none left every row's gradient is 0 below
+            scale = 1.0 / ctx.count.clamp_min(1) if ctx.reduction == "mean" else 1.0
             grad_rows = (grad_loss.float() * scale).expand(x.size(0))
         grad_rows = grad_rows.masked_fill(ignored, 0.0).contiguous()
         softmax, ctx.softmax = ctx.softmax, None
