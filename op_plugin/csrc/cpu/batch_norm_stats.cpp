@@ -34,6 +34,19 @@ struct ShiftedSums {
   explicit ShiftedSums(int64_t n) : sum(n, 0.0), sum_sq(n, 0.0) {}
 };
 
+// The per-channel sums of `task` ([row block][channel]), added in row-block order: the
+// order depends on the shape only, so the result is the same for any thread count.
+ShiftedSums sum_row_blocks(const ShiftedSums& task, int64_t row_blocks, int64_t c) {
+  ShiftedSums sums(c);
+  for (const auto rb : c10::irange(row_blocks)) {
+    for (const auto channel : c10::irange(c)) {
+      sums.sum[channel] += task.sum[rb * c + channel];
+      sums.sum_sq[channel] += task.sum_sq[rb * c + channel];
+    }
+  }
+  return sums;
+}
+
 // Runs layout: task = (block of rows, block of channels), read in memory order — row by
 // row, the block's channels' runs one after another — so the prefetcher sees one stream
 // (a channel at a time would jump C·S elements between runs of S: 2x slower at
@@ -81,14 +94,7 @@ ShiftedSums runs_sums(const at::Tensor& x, const BnShape& shape, const double* s
       flush();
     }
   });
-  ShiftedSums sums(c);
-  for (const auto rb : c10::irange(row_blocks)) {
-    for (const auto channel : c10::irange(c)) {
-      sums.sum[channel] += task.sum[rb * c + channel];
-      sums.sum_sq[channel] += task.sum_sq[rb * c + channel];
-    }
-  }
-  return sums;
+  return sum_row_blocks(task, row_blocks, c);
 }
 
 // Rows layout: task = (block of rows, block of channels).
@@ -119,14 +125,7 @@ ShiftedSums rows_sums(const at::Tensor& x, const BnShape& shape, const at::Tenso
                        &task.sum_sq[rb * c + c0]);
     }
   });
-  ShiftedSums sums(c);
-  for (const auto rb : c10::irange(row_blocks)) {
-    for (const auto channel : c10::irange(c)) {
-      sums.sum[channel] += task.sum[rb * c + channel];
-      sums.sum_sq[channel] += task.sum_sq[rb * c + channel];
-    }
-  }
-  return sums;
+  return sum_row_blocks(task, row_blocks, c);
 }
 
 }  // namespace
