@@ -20,7 +20,10 @@ namespace cpu {
 constexpr int64_t kMr = 12;  // micro-tile rows: 12 x 2 zmm accumulators = 24 registers
 constexpr int64_t kNr = 32;  // micro-tile columns: two zmm of 16 fp32
 
-// True when this CPU runs AVX512-F/BW/VL/DQ and AVX512-BF16 (cpu_features.cpp).
+// True when this CPU runs AVX512-F/BW/VL/DQ (cpu_features.cpp): the batch-norm loops' build.
+bool avx512_core_supported();
+
+// True when it also runs AVX512-BF16: the kernels of this header.
 bool avx512_kernels_supported();
 
 // Element (r, c) of a strided bf16 matrix is data[r * row_stride + c * col_stride].

@@ -65,7 +65,6 @@ const BnLoops& bn_loops();
 
 namespace bn_avx512 {
 extern const BnLoops kLoops;
-bool supported();
 }  // namespace bn_avx512
 namespace bn_portable {
 extern const BnLoops kLoops;

@@ -1,5 +1,6 @@
 // The portable build of the batch-norm loops (batch_norm_loops.inc), and the choice
 // between it and the AVX512 build.
+#include "avx512_kernels.h"
 #include "batch_norm_loops.h"
 #include "engine_switch.h"
 
@@ -15,16 +16,9 @@ const BnLoops kLoops = {stats_lanes,         stats_rows,          elemt_run,
                         reduce_runs_f64,    reduce_rows_f64,     "portable"};
 }  // namespace bn_portable
 
-// Here, not in the AVX512 file: this must run on any CPU.
-bool bn_avx512::supported() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-}
-
 const BnLoops& bn_loops() {
   // The switch is read per call (a getenv per kernel call is noise) so tests can switch paths.
-  static const bool avx512 = bn_avx512::supported();
-  return avx512 && !portable_forced() ? bn_avx512::kLoops : bn_portable::kLoops;
+  return avx512_core_supported() && !portable_forced() ? bn_avx512::kLoops : bn_portable::kLoops;
 }
 
 }  // namespace cpu

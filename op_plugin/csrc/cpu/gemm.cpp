@@ -166,13 +166,14 @@ GemmEngine gemm_engine(at::ScalarType dtype) {
     return GemmEngine::kPortable;
   }
   if (forced.has_value()) {
-    std::string available;
-    for (const GemmEngine engine : available_gemm_engines()) {
-      available += std::string(available.empty() ? "" : ", ") + engine_name(engine);
+    if (!engine_usable(*forced, dtype)) {  // the list is built only for the message
+      std::string available;
+      for (const GemmEngine engine : available_gemm_engines()) {
+        available += std::string(available.empty() ? "" : ", ") + engine_name(engine);
+      }
+      TORCH_CHECK_VALUE(false, "ASCEND_OPS_CPU_GEMM='", engine_name(*forced),
+                        "' is not available on this CPU (available: ", available, ")");
     }
-    TORCH_CHECK_VALUE(engine_usable(*forced, dtype), "ASCEND_OPS_CPU_GEMM='",
-                      engine_name(*forced), "' is not available on this CPU (available: ",
-                      available, ")");
     return *forced;
   }
   const auto& timings = gemm_engine_timings();
