@@ -50,19 +50,12 @@ import torch
 
 import ascend_ops
 from ascend_ops import reference, testing
-from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields
+from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields, timing_fields
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FLCE = "fused_linear_cross_entropy_loss_grad"
 BN = "batch_norm_reduce_backward"
 MIB = 1 << 20
-
-
-def quantile(sorted_values: list[float], q: float) -> float:
-    position = q * (len(sorted_values) - 1)
-    low = int(position)
-    high = min(low + 1, len(sorted_values) - 1)
-    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
 
 
 def time_interleaved(providers: dict, rounds: int) -> dict[str, list[float]]:
@@ -144,11 +137,8 @@ def bench_flce(sizes, rounds: int, machine: dict, memory: bool) -> list[ResultRo
             times = time_interleaved(flce_providers(inputs, mode), rounds)
             outputs_mib = (bt * h + v * h) * 2 / MIB
             for provider, samples in times.items():
-                samples.sort()
                 row = ResultRow(FLCE, provider, mode, "bfloat16", f"{bt}x{h}x{v}", **machine,
-                                median_s=quantile(samples, 0.5), p20_s=quantile(samples, 0.2),
-                                p80_s=quantile(samples, 0.8), rounds=rounds,
-                                outputs_mib=outputs_mib)
+                                **timing_fields(samples, rounds), outputs_mib=outputs_mib)
                 if provider == "ascend_ops":
                     row.budget_mib = 64.0
                 if memory:
@@ -193,11 +183,8 @@ def bench_bn(shapes, dtypes, rounds: int, machine: dict) -> list[ResultRow]:
         for dtype in dtypes:
             times = time_interleaved(bn_providers(shape, dtype), rounds)
             for provider, samples in times.items():
-                samples.sort()
                 row = ResultRow(BN, provider, "reduce", str(dtype).removeprefix("torch."),
-                                "x".join(map(str, shape)), **machine,
-                                median_s=quantile(samples, 0.5), p20_s=quantile(samples, 0.2),
-                                p80_s=quantile(samples, 0.8), rounds=rounds)
+                                "x".join(map(str, shape)), **machine, **timing_fields(samples, rounds))
                 rows.append(row)
                 print_row(row)
     return rows
@@ -291,13 +278,11 @@ def bench_sync_bn(shapes, dtypes, rounds: int, machine: dict) -> list[ResultRow]
                                     ("kernels", sync_bn_kernel_providers(shape, dtype))):
                 times = time_interleaved(providers, rounds)
                 for provider, samples in times.items():
-                    samples.sort()
                     # `engine`: the batch-norm loops' build here (no GEMM runs), or aten
                     fields = {**machine, "engine": engines.get(provider, engine_ours)}
                     row = ResultRow(SYNC_BN, provider, mode, str(dtype).removeprefix("torch."),
                                     "x".join(map(str, shape)), **fields,
-                                    median_s=quantile(samples, 0.5), p20_s=quantile(samples, 0.2),
-                                    p80_s=quantile(samples, 0.8), rounds=rounds)
+                                    **timing_fields(samples, rounds))
                     rows.append(row)
                     print_row(row)
                 del providers

@@ -31,16 +31,15 @@ import gc
 import json
 import os
 import pathlib
-import statistics
 import subprocess
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields  # noqa: E402
+from benchmark import time_interleaved  # noqa: E402
+from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields, timing_fields  # noqa: E402
 
 PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile")
 RESULT_MARK = "RESULT "
@@ -110,16 +109,7 @@ def interleaved_times(providers: list[str], bt: int, h: int, v: int, reps: int) 
     then `reps` rounds calling every provider once, so load from other processes on the
     machine hits all providers alike (the worker side)."""
     x, w, t = make_inputs(bt, h, v)
-    steps = {p: make_step(p, x, w, t) for p in providers}
-    for step in steps.values():
-        step()
-    times: dict[str, list[float]] = {p: [] for p in providers}
-    for _ in range(reps):
-        for provider, step in steps.items():
-            start = time.perf_counter()
-            step()
-            times[provider].append(time.perf_counter() - start)
-    return times
+    return time_interleaved({p: make_step(p, x, w, t) for p in providers}, reps)
 
 
 def run_worker(command: list[str], timeout: float):
@@ -142,12 +132,10 @@ def measure(args) -> list[ResultRow]:
     machine = machine_fields()
     rows = []
     for provider in args.providers:
-        samples = times[provider]
-        qs = statistics.quantiles(samples, n=10, method="inclusive") if len(samples) > 1 else samples * 9
         rows.append(ResultRow("linear_cross_entropy", provider, "forward+backward", "bfloat16",
                               "x".join(map(str, args.size)), **machine,
-                              median_s=statistics.median(samples), p20_s=qs[1], p80_s=qs[7],
-                              rounds=args.reps, peak_extra_mib=peaks[provider]))
+                              **timing_fields(times[provider], args.reps),
+                              peak_extra_mib=peaks[provider]))
     return rows
 
 

@@ -59,6 +59,21 @@ FIELDS = [f.name for f in dataclasses.fields(ResultRow)]
 KEY = FIELDS[:FIELDS.index("engine") + 1] + ["date"]
 
 
+def quantile(sorted_values: list[float], q: float) -> float:
+    """The q-quantile of sorted samples, interpolating linearly between neighbours."""
+    position = q * (len(sorted_values) - 1)
+    low = int(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (position - low)
+
+
+def timing_fields(samples: list[float], rounds: int) -> dict:
+    """median_s, p20_s, p80_s and rounds of a row, from one provider's timed samples."""
+    ordered = sorted(samples)
+    return {"median_s": quantile(ordered, 0.5), "p20_s": quantile(ordered, 0.2),
+            "p80_s": quantile(ordered, 0.8), "rounds": rounds}
+
+
 def machine_fields() -> dict:
     """threads, cpu_model, amx_bf16, avx512_bf16, engine and load_1m of this process."""
     from ascend_ops.cpu_info import cpu_info, gemm_engine_report
