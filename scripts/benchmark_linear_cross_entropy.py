@@ -9,10 +9,13 @@ the timings come from one more process that runs the providers interleaved:
 
 - time: p20 / p50 / p80 over --reps rounds of forward + backward, each round calling every
   provider once after one warm-up each (load from other processes hits all alike);
-- peak extra memory: the process's peak resident memory during one forward + backward
-  minus what it held before (inputs), minus the gradients it returns. glibc is told to
-  map large blocks directly and give them back on free (MALLOC_MMAP_THRESHOLD_,
-  MALLOC_TRIM_THRESHOLD_), so resident memory follows live memory.
+- peak extra memory: the larger of the forward's peak resident memory above what the
+  process held before (inputs) and the backward's, minus the gradients it returns (which
+  exist only there). glibc is told to map large blocks directly and give them back on
+  free (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_), so resident memory follows live
+  memory. (Rows measured before this rule, up to the 3-rep rows of 2026-11-30, took one
+  peak over the whole step minus the gradients, which hides a forward peak under the
+  backward's.)
 
 Rows (one per provider) are appended to scripts/results/benchmarks.csv in the schema of
 scripts/results_csv.py, with the CPU model, ISA flags and CPU GEMM engine;
@@ -90,18 +93,23 @@ def make_step(provider: str, x, w, t):
 
 def peak_extra_mib(provider: str, bt: int, h: int, v: int) -> float:
     """Peak extra memory of one forward + backward of `provider` (the worker side: a fresh
-    process per provider, so nothing another provider allocated or compiled is counted)."""
+    process per provider, so nothing another provider allocated or compiled is counted):
+    the forward's peak above the inputs, or the backward's less the gradients it returns,
+    whichever is larger."""
     x, w, t = make_inputs(bt, h, v)
-    step = make_step(provider, x, w, t)
-    step()  # warm-up (and compilation)
+    fn = loss_function(provider)
+    make_step(provider, x, w, t)()  # warm-up (and compilation)
     x.grad = w.grad = None
     gc.collect()
     before = _status_kb("VmRSS")
     _reset_peak_rss()
-    step()
-    peak = _status_kb("VmHWM")
+    loss = fn(x, w, t)
+    forward_peak = _status_kb("VmHWM")
+    _reset_peak_rss()
+    loss.backward()
+    backward_peak = _status_kb("VmHWM")
     grads_kb = (x.grad.nbytes + w.grad.nbytes) / 1024
-    return max(0.0, (peak - before - grads_kb) / 1024)
+    return max(0.0, (forward_peak - before) / 1024, (backward_peak - before - grads_kb) / 1024)
 
 
 def interleaved_times(providers: list[str], bt: int, h: int, v: int, reps: int) -> dict[str, list[float]]:

@@ -207,6 +207,7 @@ def launch(args) -> dict:
     if any(codes):
         raise SystemExit(f"a rank failed: exit codes {codes}")
     ranks = json.loads(curves_path.read_text())
+    curves_path.unlink()  # rank 0's hand-over, not a result
     return report(train(0, 1, args.steps), ranks, args.out)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import gc
+import os
 import pathlib
 import sys
 
@@ -19,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 import ascend_ops
+from ascend_ops import _grad_cache
 
 H = 24
 
@@ -103,6 +105,31 @@ def run_lce(rank: int, world: int) -> dict:
                                            process_group=dist.group.WORLD)
     loss.backward()
     results["uneven"] = (loss.detach(), x.grad, w.grad)
+    results["uneven_paths"] = {}
+    # The gradient cache's plan must agree across ranks: chunk sizes that differ per rank
+    # (the smallest wins: per-chunk collectives), and a budget that only some ranks meet
+    # (then every rank recomputes).
+    for name, chunk_rows, budget_mib in [("chunked", 2 + 3 * rank, None),
+                                         ("some_over_budget", None, "0" if rank == 0 else None)]:
+        saved_chunk, saved_env = _grad_cache.CHUNK_LOGITS_BYTES, os.environ.get(_grad_cache.GRAD_CACHE_ENV)
+        if chunk_rows is not None:
+            _grad_cache.CHUNK_LOGITS_BYTES = chunk_rows * p["uneven_sizes"][rank] * 4
+        if budget_mib is not None:
+            os.environ[_grad_cache.GRAD_CACHE_ENV] = budget_mib
+        try:
+            x = p["input"].clone().requires_grad_()
+            w = p["uneven_weight"][start:start + p["uneven_sizes"][rank]].clone().requires_grad_()
+            loss = ascend_ops.linear_cross_entropy(x, w, p["uneven_target"], vocab_start_index=start,
+                                                   process_group=dist.group.WORLD)
+            results["uneven_paths"][name] = loss.grad_fn.grad_cached
+            loss.backward()
+            results["uneven_" + name] = (loss.detach(), x.grad, w.grad)
+        finally:
+            _grad_cache.CHUNK_LOGITS_BYTES = saved_chunk
+            if saved_env is None:
+                os.environ.pop(_grad_cache.GRAD_CACHE_ENV, None)
+            else:
+                os.environ[_grad_cache.GRAD_CACHE_ENV] = saved_env
     return results
 
 

@@ -10,8 +10,9 @@ from ascend_ops import _C, testing
 ENGINES = list(_C.cpu_gemm_engines())
 
 # (m, n, k): single elements, odd K (a half-filled last pair), tails of the own GEMM's
-# 12-row and 32-column micro-tiles, of its 192-row / 256-K / 4096-column blocks, and K = 0.
-SHAPES = [(1, 1, 1), (13, 33, 7), (12, 32, 2), (197, 65, 513), (25, 4100, 31), (7, 9, 0)]
+# 12-row and 32-column micro-tiles, of its 192-row / 1024-K / 256-column blocks, and K = 0.
+SHAPES = [(1, 1, 1), (13, 33, 7), (12, 32, 2), (197, 65, 513), (29, 70, 2051), (25, 4100, 31),
+          (7, 9, 0)]
 
 
 def operands(shape, dtype, transpose_a, transpose_b):
@@ -39,6 +40,35 @@ def test_matches_fp64_product(shape, transpose_a, transpose_b, engine):
     bound = (a.double().abs() @ b.double().abs()) * (k + 1) * 2.0**-24 + 1e-30
     assert torch.all((ours.double() - exact).abs() <= bound)
     assert torch.equal(ours, _C.cpu_gemm(a_in, b_in, engine))  # bitwise reproducible
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_accumulate_into_adds_the_product(shape, engine):
+    a, b, a_in, b_in = operands(shape, torch.bfloat16, False, True)
+    start = torch.randn(shape[0], shape[1])
+    c = start.clone()
+    assert _C.cpu_gemm(a_in, b_in, engine, c) is not None
+    exact = start.double() + a.double() @ b.double()
+    bound = ((a.double().abs() @ b.double().abs()) + start.double().abs()) * (shape[2] + 2) * 2.0**-24
+    assert torch.all((c.double() - exact).abs() <= bound + 1e-30)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_rounded_is_the_fp32_product_rounded_once(shape, engine):
+    """gemm_rounded: on the own GEMM bit for bit bf16(fp32 sums); on oneDNN's bf16 GEMM
+    and on portable within one bf16 rounding of the exact product."""
+    a, b, a_in, b_in = operands(shape, torch.bfloat16, False, False)
+    ours = _C.cpu_gemm(a_in, b_in, engine, rounded=True)
+    assert ours.dtype == torch.bfloat16 and ours.shape == (shape[0], shape[1])
+    if engine == "avx512bf16":
+        assert torch.equal(ours, _C.cpu_gemm(a_in, b_in, engine).bfloat16())
+    exact = a.double() @ b.double()
+    bound = (a.double().abs() @ b.double().abs()) * (shape[2] + 1) * 2.0**-24 + exact.abs() * 2.0**-8
+    assert torch.all((ours.double() - exact).abs() <= bound + 1e-30)
+    with pytest.raises(ValueError, match="'rounded' and 'accumulate_into' exclude each other"):
+        _C.cpu_gemm(a_in, b_in, engine, torch.zeros(shape[0], shape[1]), True)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=str)

@@ -97,14 +97,24 @@ def test_linear_cross_entropy_ranks_match_one_process(ranks, run):
     assert_half_close(weight_grad, truth[2], "weight grad vs float64 autograd")
 
 
-def test_linear_cross_entropy_uneven_shards(ranks):
+@pytest.mark.parametrize("case", ["uneven", "uneven_chunked", "uneven_some_over_budget"])
+def test_linear_cross_entropy_uneven_shards(ranks, case):
     world, results = ranks
     p = worker.lce_problem(world)
     truth = f64_cross_entropy(p["input"], p["uneven_weight"], p["uneven_target"], "mean")
     for r in results:
-        torch.testing.assert_close(r["lce"]["uneven"][0].double(), truth[0], rtol=1e-5, atol=1e-5)
-    assert_half_close(sum(r["lce"]["uneven"][1].double() for r in results), truth[1], "input grad")
-    assert_half_close(torch.cat([r["lce"]["uneven"][2] for r in results]), truth[2], "weight grad")
+        torch.testing.assert_close(r["lce"][case][0].double(), truth[0], rtol=1e-5, atol=1e-5)
+    assert_half_close(sum(r["lce"][case][1].double() for r in results), truth[1], "input grad")
+    assert_half_close(torch.cat([r["lce"][case][2] for r in results]), truth[2], "weight grad")
+
+
+def test_linear_cross_entropy_ranks_agree_on_the_gradient_cache(ranks):
+    """Per-rank chunk sizes differ: every rank caches, in the smallest one's chunks; one
+    rank over its budget: every rank recomputes."""
+    _, results = ranks
+    cache_runs = bool(ascend_ops._C.lce_cache_engine(torch.bfloat16))
+    assert [r["lce"]["uneven_paths"] for r in results] == [
+        {"chunked": cache_runs, "some_over_budget": False}] * len(results)
 
 
 # (output, input grad, parameter grads and running stats) tolerances per dtype: each

@@ -43,10 +43,15 @@ def run(input, weight, target, grad=None, **options):
     return loss.detach(), x.grad, w.grad
 
 
+@pytest.mark.parametrize("grad_cache_mib", [None, "0"], ids=["cache-default", "cache-off"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
 @pytest.mark.parametrize("mode", [MEMORY_SAVING, HIGH_PERFORMANCE])
-def test_matches_cross_entropy_autograd(mode, reduction, dtype):
+def test_matches_cross_entropy_autograd(mode, reduction, dtype, grad_cache_mib, monkeypatch):
+    if grad_cache_mib is None:
+        monkeypatch.delenv("ASCEND_OPS_LCE_GRAD_CACHE_MIB", raising=False)
+    else:  # memory-saving mode recomputes (high-performance mode caches regardless)
+        monkeypatch.setenv("ASCEND_OPS_LCE_GRAD_CACHE_MIB", grad_cache_mib)
     input, weight, target = problem(dtype=dtype)
     grad = torch.rand(target.shape) if reduction == "none" else None
     loss, input_grad, weight_grad = run(input, weight, target, grad, reduction=reduction, mode=mode)
@@ -104,7 +109,9 @@ def test_module_wrapper():
                                ascend_ops.linear_cross_entropy(input, weight, target, reduction="sum"))
 
 
-def test_memory_saving_keeps_no_logits_for_the_backward():
+def test_memory_saving_keeps_no_logits_for_the_backward(monkeypatch):
+    # With the CPU's gradient cache off (test_grad_cache.py covers it), as on the NPU.
+    monkeypatch.setenv("ASCEND_OPS_LCE_GRAD_CACHE_MIB", "0")
     input, weight, target = problem(lead=(64,), v=500)
     x = input.clone().requires_grad_()
     loss = ascend_ops.linear_cross_entropy(x, weight.clone().requires_grad_(), target)

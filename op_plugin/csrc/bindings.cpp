@@ -5,7 +5,9 @@
 #include "cpu/avx512_kernels.h"
 #include "cpu/batch_norm_loops.h"
 #include "cpu/bf16_gemm.h"
+#include "cpu/bf16_matrix.h"
 #include "cpu/gemm.h"
+#include "cpu/lce_grad_cache.h"
 #include "validation.h"
 
 #include <torch/extension.h>
@@ -15,7 +17,8 @@ namespace {
 // a @ b for 2-D half CPU tensors of any strides, fp32 result, through the CPU kernels'
 // GEMM layer on `engine` (default: the one the kernels use): lets the benchmark and the
 // tests measure and check each engine alone.
-at::Tensor cpu_gemm(const at::Tensor& a, const at::Tensor& b, std::optional<std::string> engine) {
+at::Tensor cpu_gemm(const at::Tensor& a, const at::Tensor& b, std::optional<std::string> engine,
+                    std::optional<at::Tensor> accumulate_into, bool rounded) {
   using ascend_ops::cpu::GemmEngine;
   TORCH_CHECK_VALUE(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
                     "cpu_gemm: expected [m, k] @ [k, n], got ", a.sizes(), " @ ", b.sizes());
@@ -38,9 +41,28 @@ at::Tensor cpu_gemm(const at::Tensor& a, const at::Tensor& b, std::optional<std:
     TORCH_CHECK_VALUE(ascend_ops::cpu::engine_usable(chosen, a.scalar_type()), "cpu_gemm: engine '",
                       *engine, "' cannot multiply ", a.scalar_type(), " on this CPU");
   }
-  at::Tensor c = at::empty({a.size(0), b.size(1)}, a.options().dtype(at::kFloat));
+  if (rounded) {
+    TORCH_CHECK_VALUE(!accumulate_into.has_value(),
+                      "cpu_gemm: 'rounded' and 'accumulate_into' exclude each other");
+    at::Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
+    ascend_ops::cpu::gemm_rounded(ascend_ops::cpu::GemmOperand(a), ascend_ops::cpu::GemmOperand(b),
+                                  out, chosen);
+    return out;
+  }
+  at::Tensor c;
+  if (accumulate_into.has_value()) {
+    c = *accumulate_into;
+    TORCH_CHECK_VALUE(c.scalar_type() == at::kFloat && c.device().is_cpu() && c.dim() == 2 &&
+                          c.size(0) == a.size(0) && c.size(1) == b.size(1) &&
+                          (c.size(1) <= 1 || c.stride(1) == 1),
+                      "cpu_gemm: 'accumulate_into' must be a float32 CPU [", a.size(0), ", ",
+                      b.size(1), "] matrix with contiguous rows, got ", c.scalar_type(), " ",
+                      c.sizes(), " strides ", c.strides());
+  } else {
+    c = at::empty({a.size(0), b.size(1)}, a.options().dtype(at::kFloat));
+  }
   ascend_ops::cpu::gemm(ascend_ops::cpu::GemmOperand(a), ascend_ops::cpu::GemmOperand(b), c,
-                        false, chosen);
+                        accumulate_into.has_value(), chosen);
   return c;
 }
 
@@ -98,13 +120,30 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cpu_avx512_kernels_supported", &ascend_ops::cpu::avx512_kernels_supported,
         "Whether this CPU runs the bfloat16 fast path (AVX512-BF16).");
   m.def("cpu_gemm", &cpu_gemm, py::arg("a"), py::arg("b"), py::arg("engine") = py::none(),
-        "a @ b in fp32 through the CPU GEMM layer, on `engine` (default: the kernels' choice).");
+        py::arg("accumulate_into") = py::none(), py::arg("rounded") = false,
+        "a @ b in fp32 through the CPU GEMM layer, on `engine` (default: the kernels' choice); "
+        "with `accumulate_into` (fp32 [m, n]) adds the product to it in place and returns it; "
+        "with `rounded` returns it rounded once to a's dtype (gemm_rounded).");
   m.def("cpu_gemm_engines", &cpu_gemm_engines,
         "Names of the GEMM engines that run bfloat16 on this CPU.");
   m.def("cpu_gemm_engine", [] {
           return std::string(ascend_ops::cpu::engine_name(ascend_ops::cpu::gemm_engine(at::kBFloat16)));
         },
         "The engine the CPU kernels use for bfloat16 (ASCEND_OPS_CPU_GEMM, else measured).");
+  // linear_cross_entropy's logits-gradient cache (cpu/lce_grad_cache.h); internal to
+  // python/ascend_ops/vocab_parallel.py, which checks the arguments.
+  m.def("cpu_scratch_ld", &ascend_ops::cpu::scratch_ld, py::arg("n"),
+        "Leading dimension (>= n) the CPU kernels give a bf16 scratch matrix of n columns.");
+  m.def("lce_cache_engine", [](at::ScalarType dtype) { return ascend_ops::cpu::lce_cache_engine(dtype); },
+        py::arg("dtype"));
+  m.def("lce_chunk_statistics", &ascend_ops::cpu::lce_chunk_statistics, py::arg("input_chunk"),
+        py::arg("weight"), py::arg("columns"), py::arg("exps"));
+  m.def("lce_write_grad_rows", &ascend_ops::cpu::lce_write_grad_rows, py::arg("exps"),
+        py::arg("local_max"), py::arg("global_max"), py::arg("global_sum"), py::arg("columns"),
+        py::arg("row_scale"), py::arg("grad_rows"));
+  m.def("lce_cached_backward", &ascend_ops::cpu::lce_cached_backward, py::arg("grad_cache"),
+        py::arg("row_scale"), py::arg("input"), py::arg("weight"), py::arg("want_input_grad"),
+        py::arg("want_weight_grad"));
   m.def("cpu_gemm_timings", &cpu_gemm_timings,
         "(engine, TFLOP/s) of each available engine on the representative block, measured "
         "once per process.");

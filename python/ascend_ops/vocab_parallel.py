@@ -6,7 +6,9 @@ over torch.distributed.
 where `full_weight` is the concatenation, over the ranks of `process_group`, of each
 rank's vocabulary shard `weight` [V, H]. No rank ever holds the full logits, and in
 memory-saving mode not even its own [BT, V] block: the forward keeps only row statistics
-and the backward recomputes the logits chunk by chunk (fused_linear_cross_entropy_loss_grad).
+and the backward recomputes the logits chunk by chunk (fused_linear_cross_entropy_loss_grad)
+-- except on CPU, where the bf16 logits gradient is formed in the forward and kept when it
+fits a fixed budget, saving the backward's logits GEMM (_grad_cache.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from . import ops
+from . import _grad_cache, ops
 from .masks import unpack_target_mask
 
 __all__ = ["linear_cross_entropy", "MEMORY_SAVING", "HIGH_PERFORMANCE"]
@@ -49,8 +51,11 @@ def linear_cross_entropy(
         reduction: "mean" (over rows not ignored), "sum" or "none" (shape of target).
         process_group: the ranks holding the other shards; None for a single device.
         vocab_start_index: first global id of this shard; default `rank * V`.
-        mode: "memory-saving" (the backward recomputes the logits) or
-            "high-performance" (the forward keeps this shard's [BT, V] float32 softmax).
+        mode: "memory-saving" (the backward recomputes the logits; on CPU in bfloat16
+            the forward keeps the bf16 logits gradient instead where it fits
+            ASCEND_OPS_LCE_GRAD_CACHE_MIB, default 128 MiB) or "high-performance" (the
+            forward keeps this shard's [BT, V] float32 softmax; on CPU in bfloat16 the bf16
+            logits gradient, whatever its size).
 
     Returns:
         The loss, float32. Its gradient w.r.t. `input` is this shard's part: summed over
@@ -72,8 +77,10 @@ def linear_cross_entropy(
     if vocab_start_index is None:
         rank = 0 if process_group is None else dist.get_rank(process_group)
         vocab_start_index = rank * weight.size(0)
+    # Inside the Function grad mode is off and needs_input_grad ignores torch.no_grad().
+    needs_grad = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)
     return _LinearCrossEntropy.apply(input, weight, target, ignore_index, reduction,
-                                     process_group, vocab_start_index, mode)
+                                     process_group, vocab_start_index, mode, needs_grad)
 
 
 def combine_row_statistics(logits_max, sum_exp_logits, predicted_logits, owned, group):
@@ -124,12 +131,36 @@ def check_one_owner(bad: torch.Tensor, rows: torch.Tensor, owners: torch.Tensor,
 
 class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, input, weight, target, ignore_index, reduction, group, start, mode):
+    def forward(ctx, input, weight, target, ignore_index, reduction, group, start, mode,
+                needs_grad):
         x = input.reshape(-1, input.size(-1))  # BT x H
         rows = target.reshape(-1)  # BT
         ignored = rows == ignore_index
+        count = (~ignored).sum()  # a tensor: reading it would stall an accelerator's host
         # -1 lies in no shard (shards start at >= 0), so an ignored row is masked everywhere.
         shard_target = torch.where(ignored, -1, rows)
+        ctx.reduction, ctx.count, ctx.input_shape = reduction, count, input.shape
+        chunk_rows = _grad_cache.plan_chunk_rows(x, weight, needs_grad, group,
+                                                 bounded=mode == MEMORY_SAVING)
+        if chunk_rows:
+            row_loss = _LinearCrossEntropy._forward_caching_grad(
+                ctx, x, weight, rows, ignored, shard_target, ignore_index, group, start,
+                chunk_rows)
+        else:
+            row_loss = _LinearCrossEntropy._forward_keeping_statistics(
+                ctx, x, weight, rows, ignored, shard_target, ignore_index, group, start, mode)
+        row_loss = row_loss.masked_fill(ignored, 0.0)
+        if reduction == "mean":
+            return row_loss.sum() / count
+        if reduction == "sum":
+            return row_loss.sum()
+        return row_loss.view(target.shape)
+
+    @staticmethod
+    def _forward_keeping_statistics(ctx, x, weight, rows, ignored, shard_target, ignore_index,
+                                    group, start, mode):
+        """Row statistics (and, in high-performance mode, the softmax) for the backward's
+        fused_linear_cross_entropy_loss_grad."""
         keep_logits = mode == HIGH_PERFORMANCE
         logits_max, sum_exp, predicted, target_mask, masked_target, logits = \
             ops.fused_linear_online_max_sum(x, weight, shard_target, start,
@@ -141,21 +172,45 @@ class _LinearCrossEntropy(torch.autograd.Function):
         row_loss, softmax = ops.fused_cross_entropy_loss_with_max_sum(
             logits_max, sum_exp, predicted,
             vocab_parallel_logits=logits if keep_logits else None)
-        row_loss = row_loss.masked_fill(ignored, 0.0)
-        count = (~ignored).sum()  # a tensor: reading it would stall an accelerator's host
-
         ctx.save_for_backward(x, weight, target_mask, masked_target, logits_max, sum_exp,
                               ignored)
         ctx.softmax = softmax if keep_logits else None  # the backward may use it as scratch
-        ctx.reduction, ctx.count, ctx.input_shape = reduction, count, input.shape
-        if reduction == "mean":
-            return row_loss.sum() / count
-        if reduction == "sum":
-            return row_loss.sum()
-        return row_loss.view(target.shape)
+        ctx.grad_cached = False
+        return row_loss
+
+    @staticmethod
+    def _forward_caching_grad(ctx, x, weight, rows, ignored, shard_target, ignore_index, group,
+                              start, chunk_rows):
+        """Memory-saving mode with the logits gradient formed here (_grad_cache.py)."""
+        in_shard = (shard_target >= start) & (shard_target < start + weight.size(0))
+        columns = torch.where(in_shard, shard_target - start, -1).long()
+        # G is formed for the upstream gradient a loss.backward() passes: 1 / count for
+        # "mean", 1 otherwise; 0 on ignored rows. The backward applies any other.
+        scale = 1.0 / ctx.count.clamp_min(1) if ctx.reduction == "mean" else torch.tensor(1.0)
+        row_scale = torch.where(ignored, 0.0, scale.float().expand(x.size(0))).contiguous()
+        grad_cache, logits_max, sum_exp, predicted, owners = _grad_cache.forward(
+            x, weight, columns, in_shard.float(), row_scale, chunk_rows,
+            lambda m, s, p, owned: combine_row_statistics(m, s, p, owned, group))
+        check_one_owner((owners != 1) & ~ignored, rows, owners, ignore_index)
+        row_loss, _ = ops.fused_cross_entropy_loss_with_max_sum(logits_max, sum_exp, predicted)
+        ctx.save_for_backward(x, weight, grad_cache, ignored)
+        ctx.softmax = None
+        ctx.grad_cached = True
+        return row_loss
 
     @staticmethod
     def backward(ctx, grad_loss):
+        if ctx.grad_cached:
+            x, weight, grad_cache, ignored = ctx.saved_tensors
+            if ctx.reduction == "none":  # ignored rows of G are 0 whatever their gradient
+                row_scale = grad_loss.reshape(-1).float().masked_fill(ignored, 1.0)
+            else:  # "mean"'s 1 / count is in G already
+                row_scale = grad_loss.float().reshape(1).expand(x.size(0))
+            input_grad, weight_grad = _grad_cache.backward(
+                grad_cache, row_scale, x, weight, *ctx.needs_input_grad[:2])
+            if input_grad is not None:
+                input_grad = input_grad.view(ctx.input_shape)
+            return input_grad, weight_grad, None, None, None, None, None, None, None
         x, weight, target_mask, masked_target, logits_max, sum_exp, ignored = ctx.saved_tensors
         if ctx.reduction == "none":
             grad_rows = grad_loss.reshape(-1).float()
@@ -169,4 +224,5 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad_rows, x, weight, target_mask, masked_target, 0.0,
             None if softmax is not None else logits_max,
             None if softmax is not None else sum_exp, softmax)
-        return (input_grad.view(ctx.input_shape), weight_grad, None, None, None, None, None, None)
+        return (input_grad.view(ctx.input_shape), weight_grad,
+                None, None, None, None, None, None, None)

@@ -6,6 +6,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
 // GCC's own intrinsic headers trip this warning (their `__Y = __Y` placeholders).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 #include "avx512_kernels.h"
 
@@ -167,6 +168,35 @@ inline void micro_kernel(int64_t pairs, const uint32_t* a, int64_t row_words, in
   }
 }
 
+// Transposes a 16 x 16 block of 32-bit words held in r[0..15] (row i in r[i]).
+inline void transpose_16x16_words(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  // r[4g + c] now holds, in its 128-bit lane L, column 4L + c of rows 4g..4g+3: two
+  // lane shuffles put each column's four row groups together.
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0x88);
+    t[i + 4] = _mm512_shuffle_i32x4(r[i], r[i + 4], 0xdd);
+    t[i + 8] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_i32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    r[i + 4] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_i32x4(t[i + 4], t[i + 12], 0xdd);
+  }
+}
+
 }  // namespace
 
 void pack_a(Bf16View a, int64_t rows, int64_t k0, int64_t kc, uint32_t* out) {
@@ -210,19 +240,52 @@ void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, uint32_t* out) {
   const __m512i lo = _mm512_load_si512(lo_index);
   const __m512i hi = _mm512_load_si512(hi_index);
 
-  for (int64_t panel = 0; panel < panels; ++panel) {
+  // B the transpose of a row-major matrix (weight.T): a column's K pairs are consecutive
+  // 32-bit words, so a panel is a transpose of words, done 16 x 16 in registers.
+  const bool words_in_columns = b.row_stride == 1 && b.col_stride % 2 == 0 && k0 % 2 == 0 &&
+                                reinterpret_cast<uintptr_t>(b.data) % alignof(uint32_t) == 0;
+  // Row-major B: pairs outside, panels inside, so each pair of rows is read once, whole
+  // (panel by panel it would be read 64 bytes at a time across all K rows).
+  const int64_t full_panels = b.col_stride == 1 && !words_in_columns ? cols / kNr : 0;
+  for (int64_t p = 0; p < pairs && full_panels > 0; ++p) {
+    const uint16_t* row0 = b.data + (k0 + 2 * p) * b.row_stride;
+    const bool second = 2 * p + 1 < kc;
+    for (int64_t panel = 0; panel < full_panels; ++panel) {
+      uint32_t* dst = out + panel * pairs * kNr + p * kNr;
+      const __m512i x0 = _mm512_loadu_si512(row0 + panel * kNr);
+      const __m512i x1 = second ? _mm512_loadu_si512(row0 + b.row_stride + panel * kNr)
+                                : _mm512_setzero_si512();
+      _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(x0, lo, x1));
+      _mm512_storeu_si512(dst + 16, _mm512_permutex2var_epi16(x0, hi, x1));
+    }
+  }
+  for (int64_t panel = full_panels; panel < panels; ++panel) {
     uint32_t* dst = out + panel * pairs * kNr;
     const int64_t n0 = panel * kNr;
     const int64_t width = min64(kNr, cols - n0);
-    if (b.col_stride == 1 && width == kNr) {
-      // Rows of B are contiguous: two vector loads and two permutes per pair.
-      for (int64_t p = 0; p < pairs; ++p) {
-        const uint16_t* row0 = b.data + (k0 + 2 * p) * b.row_stride + n0;
-        const __m512i x0 = _mm512_loadu_si512(row0);
-        const __m512i x1 = 2 * p + 1 < kc ? _mm512_loadu_si512(row0 + b.row_stride)
-                                          : _mm512_setzero_si512();
-        _mm512_storeu_si512(dst + p * kNr, _mm512_permutex2var_epi16(x0, lo, x1));
-        _mm512_storeu_si512(dst + p * kNr + 16, _mm512_permutex2var_epi16(x0, hi, x1));
+    if (words_in_columns) {
+      for (int64_t p0 = 0; p0 < full_pairs; p0 += 16) {
+        const int64_t count = min64(16, full_pairs - p0);
+        for (int64_t j0 = 0; j0 < kNr; j0 += 16) {
+          __m512i r[16];
+          for (int64_t i = 0; i < 16; ++i) {
+            const int64_t j = j0 + i;
+            r[i] = j < width ? _mm512_maskz_loadu_epi32(
+                                   first_lanes(count),
+                                   reinterpret_cast<const uint32_t*>(
+                                       b.data + (n0 + j) * b.col_stride + k0) + p0)
+                             : _mm512_setzero_si512();
+          }
+          transpose_16x16_words(r);
+          for (int64_t q = 0; q < count; ++q) {
+            _mm512_storeu_si512(dst + (p0 + q) * kNr + j0, r[q]);
+          }
+        }
+      }
+      if (pairs != full_pairs) {  // odd K: the last pair's high half is 0
+        for (int64_t j = 0; j < kNr; ++j) {
+          dst[full_pairs * kNr + j] = j < width ? b.data[(n0 + j) * b.col_stride + k0 + kc - 1] : 0;
+        }
       }
       continue;
     }
@@ -332,6 +395,57 @@ void round_to_bf16(const float* src, int64_t n, uint16_t* dst) {
     const __mmask16 mask = first_lanes(n - j);
     const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + j));
     _mm256_mask_storeu_epi16(dst + j, mask, (__m256i)h);
+  }
+}
+
+void rescale_bf16(const uint16_t* src, int64_t n, float scale, uint16_t* dst) {
+  const __m512 vscale = _mm512_set1_ps(scale);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 mask = first_lanes(n - j);
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(load_bf16(src + j, mask), vscale));
+    _mm256_mask_storeu_epi16(dst + j, mask, (__m256i)h);
+  }
+}
+
+float row_max(const float* row, int64_t n) {
+  __m512 m = _mm512_set1_ps(-__builtin_inff());
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 mask = first_lanes(n - j);
+    m = _mm512_mask_max_ps(m, mask, m, _mm512_maskz_loadu_ps(mask, row + j));
+  }
+  return _mm512_reduce_max_ps(m);
+}
+
+double exp_in_place_sum(float* row, int64_t n, float row_max) {
+  const __m512 vmax = _mm512_set1_ps(row_max);
+  double sum = 0.0;
+  for (int64_t start = 0; start < n; start += kExpSumBlock) {
+    const int64_t stop = min64(n, start + kExpSumBlock);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t j = start; j < stop; j += 16) {
+      const __mmask16 mask = first_lanes(stop - j);
+      const __m512 e = Sleef_expf16_u10(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, row + j), vmax));
+      _mm512_mask_storeu_ps(row + j, mask, e);
+      acc = _mm512_mask_add_ps(acc, mask, acc, e);
+    }
+    sum += _mm512_reduce_add_ps(acc);
+  }
+  return sum;
+}
+
+void exp_grad_row(const float* e, int64_t cols, float factor, float scale, int64_t target,
+                  uint16_t* g) {
+  const __m512 vfactor = _mm512_set1_ps(factor);
+  const __m512 vscale = _mm512_set1_ps(scale);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t j = 0; j < cols; j += 16) {
+    const __mmask16 mask = first_lanes(cols - j);
+    __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, e + j), vfactor);
+    if (target >= j && target < j + 16) {
+      p = _mm512_mask_sub_ps(p, static_cast<__mmask16>(1u << (target - j)), p, one);
+    }
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(p, vscale));
+    _mm256_mask_storeu_epi16(g + j, mask, (__m256i)h);
   }
 }
 

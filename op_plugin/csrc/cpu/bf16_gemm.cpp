@@ -14,7 +14,7 @@ namespace {
 // by one thread, with no synchronisation between threads. The thread packs its B tile
 // for the whole K once (K x kTileCols bf16: 2 MiB at K = 4096, in L2/L3), then walks
 // the rows in chunks of kRowChunk: a chunk's C (192 x 256 fp32 = 192 KiB) stays in L2
-// through every K block, and each 12-row A panel (12 x kKc bf16 = 6 KiB, read in place
+// through every K block, and each 12-row A panel (12 x kKc bf16 = 24 KiB, read in place
 // when A is row-major) stays in L1 across the tile's B panels.
 constexpr int64_t kKc = 2 * kMaxPairs;
 constexpr int64_t kTileCols = 256;
@@ -22,19 +22,18 @@ constexpr int64_t kRowChunk = 16 * kMr;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-}  // namespace
+// Where the sums go: an fp32 C (added to when `accumulate`), or, when `rounded` is set,
+// bf16 rows rounded from a per-thread fp32 row chunk.
+struct GemmOutput {
+  float* c = nullptr;
+  int64_t ldc = 0;
+  bool accumulate = false;
+  uint16_t* rounded = nullptr;
+  int64_t ld_rounded = 0;
+};
 
-void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c, int64_t ldc,
-               bool accumulate) {
-  if (m == 0 || n == 0) {
-    return;
-  }
-  if (k == 0) {
-    if (!accumulate) {
-      for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.0f);
-    }
-    return;
-  }
+void gemm_blocks(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, const GemmOutput& out) {
+  const bool accumulate = out.accumulate;
   // A row-major A with an even row stride can be read as bf16 pairs in place.
   const bool a_in_place = a.col_stride == 1 && a.row_stride % 2 == 0 &&
                           reinterpret_cast<uintptr_t>(a.data) % alignof(uint32_t) == 0;
@@ -45,6 +44,7 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
   at::parallel_for(0, col_tiles, grain, [&](int64_t begin, int64_t end) {
     std::vector<uint32_t> b_tile(static_cast<size_t>(k_blocks * kTileCols * kMaxPairs));
     std::vector<uint32_t> a_block;
+    std::vector<float> c_local(out.rounded != nullptr ? kRowChunk * kTileCols : 0);
     for (int64_t tile = begin; tile < end; ++tile) {
       const int64_t j0 = tile * kTileCols;
       const int64_t cols = std::min(kTileCols, n - j0);
@@ -56,7 +56,8 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
       for (int64_t i0 = 0; i0 < m; i0 += kRowChunk) {
         const int64_t rows = std::min(kRowChunk, m - i0);
         const Bf16View a_rows{a.data + i0 * a.row_stride, a.row_stride, a.col_stride};
-        float* c_chunk = c + i0 * ldc + j0;
+        float* c_chunk = out.rounded != nullptr ? c_local.data() : out.c + i0 * out.ldc + j0;
+        const int64_t ldc = out.rounded != nullptr ? kTileCols : out.ldc;
         for (int64_t kb = 0; kb < k_blocks; ++kb) {
           const int64_t pc = kb * kKc;
           const int64_t kc = std::min(kKc, k - pc);
@@ -72,9 +73,42 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
             gemm_packed(rows, cols, pairs, a_block.data(), 0, b_block, c_chunk, ldc, add);
           }
         }
+        if (out.rounded != nullptr) {
+          for (int64_t r = 0; r < rows; ++r) {
+            round_to_bf16(c_chunk + r * ldc, cols, out.rounded + (i0 + r) * out.ld_rounded + j0);
+          }
+        }
       }
     }
   });
+}
+
+}  // namespace
+
+void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c, int64_t ldc,
+               bool accumulate) {
+  if (m == 0 || n == 0) {
+    return;
+  }
+  if (k == 0) {
+    if (!accumulate) {
+      for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.0f);
+    }
+    return;
+  }
+  gemm_blocks(a, b, m, n, k, GemmOutput{c, ldc, accumulate, nullptr, 0});
+}
+
+void bf16_gemm_rounded(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, uint16_t* out,
+                       int64_t ld_out) {
+  if (m == 0 || n == 0) {
+    return;
+  }
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill_n(out + i * ld_out, n, uint16_t{0});
+    return;
+  }
+  gemm_blocks(a, b, m, n, k, GemmOutput{nullptr, 0, false, out, ld_out});
 }
 
 }  // namespace cpu

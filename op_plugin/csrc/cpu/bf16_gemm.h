@@ -16,5 +16,11 @@ namespace cpu {
 void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c, int64_t ldc,
                bool accumulate);
 
+// out[m, n] (bf16, leading dimension ld_out) = bf16(A @ B): the same sums as bf16_gemm,
+// each rounded once (to nearest even) when complete. The fp32 sums live only in a
+// per-thread row chunk (192 x 256 floats), so no fp32 [m, n] matrix is ever held.
+void bf16_gemm_rounded(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, uint16_t* out,
+                       int64_t ld_out);
+
 }  // namespace cpu
 }  // namespace ascend_ops

@@ -21,6 +21,7 @@
 #include "../target_mask.h"
 #include "../validation.h"
 #include "avx512_kernels.h"
+#include "bf16_matrix.h"
 #include "gemm.h"
 
 #include <ATen/ATen.h>
@@ -68,10 +69,6 @@ struct FlceOperands {
   bool recompute() const { return !softmax.defined(); }
 };
 
-const uint16_t* bf16_bits(const at::Tensor& t) {
-  return reinterpret_cast<const uint16_t*>(t.const_data_ptr<at::BFloat16>());
-}
-
 uint16_t* bf16_bits(at::Tensor& t) {
   return reinterpret_cast<uint16_t*>(t.mutable_data_ptr<at::BFloat16>());
 }
@@ -106,40 +103,6 @@ void logits_grad_row(const float* src, int64_t cols, bool recompute, float row_m
   }
 }
 
-// dst[cols, rows] = src[rows, cols] (leading dimensions ld_src, ld_dst), in 64 x 64
-// tiles so both sides are read and written a cache line at a time.
-void transpose_bf16(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld_src,
-                    uint16_t* dst, int64_t ld_dst) {
-  constexpr int64_t kTile = 64;
-  const int64_t col_tiles = (cols + kTile - 1) / kTile;
-  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / (kTile * std::max<int64_t>(rows, 1)));
-  at::parallel_for(0, col_tiles, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t tile = begin; tile < end; ++tile) {
-      const int64_t c0 = tile * kTile;
-      const int64_t c1 = std::min(cols, c0 + kTile);
-      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-        const int64_t r1 = std::min(rows, r0 + kTile);
-        for (int64_t c = c0; c < c1; ++c) {
-          for (int64_t r = r0; r < r1; ++r) {
-            dst[c * ld_dst + r] = src[r * ld_src + c];
-          }
-        }
-      }
-    }
-  });
-}
-
-// Leading dimension (>= n) of a bf16 scratch matrix that GEMMs read as row-major A: a
-// row stride that is a multiple of 2 KiB puts the 12 rows of a GEMM panel into the same
-// L1 sets, where they evict each other (measured ~10 % slower at a stride of 8 KiB).
-int64_t scratch_ld(int64_t n) {
-  int64_t ld = (n + 31) / 32 * 32;
-  if ((ld * static_cast<int64_t>(sizeof(uint16_t))) % 2048 == 0) {
-    ld += 32;
-  }
-  return ld;
-}
-
 // The bfloat16 path on the onednn and avx512bf16 engines: vocabulary chunks (see the top).
 void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine engine,
                        at::Tensor& input_grad, at::Tensor& weight_grad) {
@@ -161,8 +124,8 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
   const int64_t vc = std::min(vocab, std::max(panel, budget / per_column / panel * panel));
 
   at::Tensor logits = recompute ? at::empty({bt, vc}, op.grad.options()) : at::Tensor();
-  const int64_t ld_g = scratch_ld(vc);
-  const int64_t ld_g_t = scratch_ld(bt);
+  const int64_t ld_g = cpu::scratch_ld(vc);
+  const int64_t ld_g_t = cpu::scratch_ld(bt);
   at::Tensor g = at::empty({bt, ld_g}, op.input.options());  // BT x vc, bf16
   at::Tensor g_t = own_gemm ? at::empty({vc, ld_g_t}, op.input.options())  // vc x BT, bf16
                             : at::Tensor();
@@ -204,7 +167,7 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
     if (own_gemm) {
       // weight_grad[c] = G_c.T @ x, with G_c.T made row-major first: the own GEMM reads a
       // row-major A in place but would repack a transposed one for every column tile.
-      transpose_bf16(g_bits, bt, cols, ld_g, bf16_bits(g_t), ld_g_t);
+      cpu::transpose_bf16(g_bits, bt, cols, ld_g, bf16_bits(g_t), ld_g_t);
       cpu::gemm(GemmOperand(g_t.narrow(0, 0, cols).narrow(1, 0, bt)), x, dw, false, engine);
     } else {
       cpu::gemm(g_c.t(), x, dw, false, engine);

@@ -136,6 +136,27 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
   }
 }
 
+void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
+                  GemmEngine engine) {
+  TORCH_INTERNAL_ASSERT(a.cols() == b.rows() && out.size(0) == a.rows() &&
+                        out.size(1) == b.cols() && out.scalar_type() == a.half().scalar_type() &&
+                        (out.size(1) <= 1 || out.stride(1) == 1));
+  TORCH_INTERNAL_ASSERT(engine_usable(engine, a.half().scalar_type()),
+                        "gemm_rounded: engine ", engine_name(engine), " cannot run this dtype here");
+  if (engine == GemmEngine::kAvx512Bf16) {
+    bf16_gemm_rounded(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
+                      reinterpret_cast<uint16_t*>(out.mutable_data_ptr<at::BFloat16>()),
+                      out.stride(0));
+    return;
+  }
+  if (engine == GemmEngine::kOneDnn) {
+    at::mm_out(out, a.half(), b.half());  // bf16 in, fp32 accumulation, bf16 out
+    return;
+  }
+  const MatmulPrecisionGuard precision(at::Float32Precision::IEEE);
+  out.copy_(at::mm(a.widened(), b.widened()));
+}
+
 std::vector<GemmEngine> available_gemm_engines() {
   std::vector<GemmEngine> engines;
   if (onednn_bf16_supported()) {

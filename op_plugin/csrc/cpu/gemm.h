@@ -1,5 +1,7 @@
-// The GEMM layer of the CPU kernels: every product of fused_linear_cross_entropy_loss_grad
-// and fused_linear_online_max_sum goes through gemm() below, which computes
+// The GEMM layer of the CPU kernels: every product of fused_linear_cross_entropy_loss_grad,
+// fused_linear_online_max_sum and linear_cross_entropy's gradient cache goes through gemm()
+// below (or gemm_rounded(), its half-output form for a K complete in one product), which
+// computes
 //
 //   C (fp32) = [C +] A @ B,   A [m, k] and B [k, n] half-precision values
 //
@@ -53,6 +55,13 @@ class GemmOperand {
 // fp32 [m, n] view whose rows may be strided but whose columns are contiguous.
 void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumulate,
           GemmEngine engine);
+
+// out = half(A @ B) on `engine`: the fp32 sums of gemm() rounded once to out's dtype (A's),
+// for a product whose K is complete in one call. `out` is a half [m, n] view with
+// contiguous rows. No fp32 [m, n] is held on avx512bf16 (per-thread row chunks) nor on
+// onednn (oneDNN's bf16 GEMM writes bf16 from its fp32 accumulators); portable rounds an
+// fp32 product.
+void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out, GemmEngine engine);
 
 // Engines that run bf16 GEMMs on this CPU (portable always).
 std::vector<GemmEngine> available_gemm_engines();

@@ -1,0 +1,65 @@
+#include "bf16_matrix.h"
+
+#include "avx512_kernels.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
+#include <c10/util/BFloat16.h>
+
+#include <algorithm>
+
+namespace ascend_ops {
+namespace cpu {
+
+int64_t scratch_ld(int64_t n) {
+  int64_t ld = (n + 31) / 32 * 32;
+  if ((ld * static_cast<int64_t>(sizeof(uint16_t))) % 2048 == 0) {
+    ld += 32;
+  }
+  return ld;
+}
+
+void transpose_bf16(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld_src,
+                    uint16_t* dst, int64_t ld_dst) {
+  constexpr int64_t kTile = 64;
+  const int64_t col_tiles = (cols + kTile - 1) / kTile;
+  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / (kTile * std::max<int64_t>(rows, 1)));
+  at::parallel_for(0, col_tiles, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t c0 = tile * kTile;
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+        const int64_t r1 = std::min(rows, r0 + kTile);
+        for (int64_t c = c0; c < c1; ++c) {
+          for (int64_t r = r0; r < r1; ++r) {
+            dst[c * ld_dst + r] = src[r * ld_src + c];
+          }
+        }
+      }
+    }
+  });
+}
+
+void rescale_rows_bf16(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld_src,
+                       const float* row_scale, uint16_t* dst, int64_t ld_dst) {
+  const bool vectorised = avx512_kernels_supported();
+  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, cols));
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const uint16_t* s = src + r * ld_src;
+      uint16_t* d = dst + r * ld_dst;
+      if (vectorised) {
+        rescale_bf16(s, cols, row_scale[r], d);
+        continue;
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        d[c] = c10::BFloat16(static_cast<float>(c10::BFloat16(s[c], c10::BFloat16::from_bits())) *
+                             row_scale[r])
+                   .x;
+      }
+    }
+  });
+}
+
+}  // namespace cpu
+}  // namespace ascend_ops

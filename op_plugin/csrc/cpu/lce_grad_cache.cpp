@@ -1,0 +1,245 @@
+#include "lce_grad_cache.h"
+
+#include "avx512_kernels.h"
+#include "bf16_matrix.h"
+#include "gemm.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/BFloat16.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace ascend_ops {
+namespace cpu {
+namespace {
+
+// onednn: the fp32 copy of one vocabulary block of the weight for the logits GEMM (16 MiB,
+// as fused_linear_online_max_sum). avx512bf16 multiplies the whole weight in place.
+constexpr int64_t kWeightBlockBytes = 16LL << 20;
+// Scratch of the backward: a vocabulary slab of G made row-major (G'.T), and, with row
+// scales other than 1, a block of scaled rows.
+constexpr int64_t kSlabBytes = 16LL << 20;
+
+bool cache_engine(GemmEngine engine) {
+  return engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kOneDnn;
+}
+
+uint16_t* bits(at::Tensor& t) {
+  return reinterpret_cast<uint16_t*>(t.mutable_data_ptr<at::BFloat16>());
+}
+
+const uint16_t* bits(const at::Tensor& t) {
+  return reinterpret_cast<const uint16_t*>(t.const_data_ptr<at::BFloat16>());
+}
+
+GemmEngine checked_engine(const at::Tensor& input) {
+  const GemmEngine engine = gemm_engine(input.scalar_type());
+  TORCH_INTERNAL_ASSERT(input.scalar_type() == at::kBFloat16 && cache_engine(engine),
+                        "linear_cross_entropy's gradient cache needs bfloat16 on the onednn or "
+                        "avx512bf16 engine");
+  return engine;
+}
+
+// G is the cache's [BT, V] view (rows ld_g apart); s the row scales, or null for all 1.
+
+// input_grad = bf16(G' @ W): K = V whole in one product (per block of scaled rows).
+void backward_input_grad(const at::Tensor& g, const float* s, const at::Tensor& weight,
+                         at::Tensor& input_grad, GemmEngine engine) {
+  const int64_t bt = g.size(0);
+  const int64_t vocab = g.size(1);
+  const int64_t ld_g = g.stride(0);
+  const GemmOperand w(weight.contiguous());
+  if (s == nullptr) {
+    gemm_rounded(GemmOperand(g), w, input_grad, engine);
+  } else {
+    const int64_t ld = scratch_ld(vocab);
+    const int64_t block = std::clamp<int64_t>(kSlabBytes / (ld * 2), 1, bt);
+    at::Tensor scaled = at::empty({block, ld}, input_grad.options());
+    for (int64_t r0 = 0; r0 < bt; r0 += block) {
+      const int64_t rows = std::min(block, bt - r0);
+      rescale_rows_bf16(bits(g) + r0 * ld_g, rows, vocab, ld_g, s + r0, bits(scaled), ld);
+      at::Tensor out = input_grad.narrow(0, r0, rows);
+      gemm_rounded(GemmOperand(scaled.narrow(0, 0, rows).narrow(1, 0, vocab)), w, out, engine);
+    }
+  }
+}
+
+// weight_grad = bf16(G'.T @ x): K = BT whole, per vocabulary slab of G' made row-major.
+void backward_weight_grad(const at::Tensor& g, const float* s, const at::Tensor& input,
+                          at::Tensor& weight_grad, GemmEngine engine) {
+  const int64_t bt = g.size(0);
+  const int64_t vocab = g.size(1);
+  const int64_t ld_g = g.stride(0);
+  const GemmOperand x(input.contiguous());
+  const int64_t ld_t = scratch_ld(bt);
+  const int64_t slab = std::clamp<int64_t>(kSlabBytes / (ld_t * 2), 1, vocab);
+  at::Tensor g_t = at::empty({slab, ld_t}, input.options());  // slab x BT
+  const int64_t ld_scaled = scratch_ld(slab);
+  at::Tensor scaled = s != nullptr ? at::empty({bt, ld_scaled}, input.options()) : at::Tensor();
+  for (int64_t v0 = 0; v0 < vocab; v0 += slab) {
+    const int64_t cols = std::min(slab, vocab - v0);
+    const uint16_t* src = bits(g) + v0;
+    int64_t ld_src = ld_g;
+    if (s != nullptr) {
+      rescale_rows_bf16(src, bt, cols, ld_g, s, bits(scaled), ld_scaled);
+      src = bits(scaled);
+      ld_src = ld_scaled;
+    }
+    transpose_bf16(src, bt, cols, ld_src, bits(g_t), ld_t);
+    at::Tensor out = weight_grad.narrow(0, v0, cols);
+    gemm_rounded(GemmOperand(g_t.narrow(0, 0, cols).narrow(1, 0, bt)), x, out, engine);
+  }
+}
+
+}  // namespace
+
+std::string lce_cache_engine(at::ScalarType dtype) {
+  if (dtype != at::kBFloat16) {
+    return "";
+  }
+  const GemmEngine engine = gemm_engine(dtype);
+  return cache_engine(engine) ? engine_name(engine) : "";
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
+    const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
+    at::Tensor& exps) {
+  const GemmEngine engine = checked_engine(input_chunk);
+  const int64_t rows = input_chunk.size(0);
+  const int64_t h = input_chunk.size(1);
+  const int64_t vocab = weight.size(0);
+  TORCH_INTERNAL_ASSERT(weight.size(1) == h && columns.numel() == rows &&
+                        columns.scalar_type() == at::kLong && exps.scalar_type() == at::kFloat &&
+                        exps.size(0) >= rows && exps.size(1) >= vocab && exps.stride(1) == 1);
+  at::Tensor logits = exps.narrow(0, 0, rows).narrow(1, 0, vocab);
+
+  // The own GEMM reads x in place; a row stride of a multiple of 2 KiB would make its
+  // panels evict each other in L1 (bf16_matrix.h), so such a chunk is copied once.
+  at::Tensor x = input_chunk;
+  if (engine == GemmEngine::kAvx512Bf16 && (x.stride(0) * 2) % 2048 == 0) {
+    x = at::empty({rows, scratch_ld(h)}, x.options()).narrow(1, 0, h);
+    x.copy_(input_chunk);
+  }
+  const GemmOperand x_op(x);  // onednn widens it once for every weight block
+  const int64_t block = engine == GemmEngine::kAvx512Bf16
+                            ? vocab
+                            : std::clamp<int64_t>(kWeightBlockBytes / std::max<int64_t>(1, h * 4), 1,
+                                                  vocab);
+  for (int64_t v0 = 0; v0 < vocab; v0 += block) {
+    const int64_t cols = std::min(block, vocab - v0);
+    at::Tensor l = logits.narrow(1, v0, cols);
+    gemm(x_op, GemmOperand(weight.narrow(0, v0, cols)).t(), l, false, engine);
+  }
+
+  const at::TensorOptions f32 = input_chunk.options().dtype(at::kFloat);
+  at::Tensor logits_max = at::empty({rows}, f32);
+  at::Tensor sum_exp = at::empty({rows}, f32);
+  at::Tensor predicted = at::empty({rows}, f32);
+  float* m = logits_max.mutable_data_ptr<float>();
+  float* s = sum_exp.mutable_data_ptr<float>();
+  float* p = predicted.mutable_data_ptr<float>();
+  const int64_t* column = columns.const_data_ptr<int64_t>();
+  float* base = logits.mutable_data_ptr<float>();
+  const int64_t ld = exps.stride(0);
+  const bool vectorised = avx512_kernels_supported();
+  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* row = base + i * ld;
+      m[i] = vectorised ? row_max(row, vocab) : *std::max_element(row, row + vocab);
+      p[i] = column[i] < 0 ? 0.0f : row[column[i]] - m[i];
+      if (vectorised) {
+        s[i] = static_cast<float>(exp_in_place_sum(row, vocab, m[i]));
+        continue;
+      }
+      double sum = 0.0;
+      for (int64_t j = 0; j < vocab; ++j) {
+        row[j] = std::exp(row[j] - m[i]);
+        sum += row[j];
+      }
+      s[i] = static_cast<float>(sum);
+    }
+  });
+  return {logits_max, sum_exp, predicted};
+}
+
+void lce_write_grad_rows(const at::Tensor& exps, const at::Tensor& local_max,
+                         const at::Tensor& global_max, const at::Tensor& global_sum,
+                         const at::Tensor& columns, const at::Tensor& row_scale,
+                         at::Tensor& grad_rows) {
+  const int64_t rows = grad_rows.size(0);
+  const int64_t vocab = std::min(grad_rows.size(1), exps.size(1));
+  TORCH_INTERNAL_ASSERT(grad_rows.scalar_type() == at::kBFloat16 && grad_rows.stride(1) == 1 &&
+                        exps.size(0) >= rows && exps.stride(1) == 1 &&
+                        local_max.numel() == rows && global_max.numel() == rows &&
+                        global_sum.numel() == rows && row_scale.numel() == rows &&
+                        columns.numel() == rows && columns.scalar_type() == at::kLong);
+  const float* e = exps.const_data_ptr<float>();
+  const float* m = local_max.const_data_ptr<float>();
+  const float* big_m = global_max.const_data_ptr<float>();
+  const float* big_s = global_sum.const_data_ptr<float>();
+  const float* scale = row_scale.const_data_ptr<float>();
+  const int64_t* column = columns.const_data_ptr<int64_t>();
+  uint16_t* g = bits(grad_rows);
+  const int64_t ld_e = exps.stride(0);
+  const int64_t ld_g = grad_rows.stride(0);
+  const bool vectorised = avx512_kernels_supported();
+  at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      // 1 / S exactly where this shard holds the row's maximum (always on one rank): then
+      // P = exp(l - M) * (1 / S), the recompute formula of the FLCE kernel, bit for bit.
+      const float inv_sum = 1.0f / big_s[i];
+      const float factor = m[i] == big_m[i] ? inv_sum : std::exp(m[i] - big_m[i]) * inv_sum;
+      const float* e_row = e + i * ld_e;
+      uint16_t* g_row = g + i * ld_g;
+      if (vectorised) {
+        exp_grad_row(e_row, vocab, factor, scale[i], column[i], g_row);
+        continue;
+      }
+      for (int64_t j = 0; j < vocab; ++j) {
+        const float p = e_row[j] * factor;
+        g_row[j] = c10::BFloat16((p - (j == column[i] ? 1.0f : 0.0f)) * scale[i]).x;
+      }
+    }
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> lce_cached_backward(const at::Tensor& grad_cache,
+                                                       const std::optional<at::Tensor>& row_scale,
+                                                       const at::Tensor& input,
+                                                       const at::Tensor& weight,
+                                                       bool want_input_grad, bool want_weight_grad) {
+  const GemmEngine engine = checked_engine(input);
+  const int64_t bt = input.size(0);
+  const int64_t vocab = weight.size(0);
+  TORCH_INTERNAL_ASSERT(grad_cache.scalar_type() == at::kBFloat16 && grad_cache.dim() == 2 &&
+                        grad_cache.size(0) == bt && grad_cache.size(1) >= vocab &&
+                        grad_cache.stride(1) == 1);
+  const at::Tensor g = grad_cache.narrow(1, 0, vocab);  // BT x V
+  at::Tensor input_grad, weight_grad;
+
+  // G' = bf16(G * scale) only where some row's scale is not 1 (mean and sum reductions
+  // under loss.backward() have every scale 1: then G' is G and nothing is copied).
+  at::Tensor scale;
+  if (row_scale.has_value()) {
+    scale = row_scale->to(at::kFloat).contiguous();
+    TORCH_INTERNAL_ASSERT(scale.numel() == bt);
+    if (scale.eq(1.0f).all().item<bool>()) {
+      scale = at::Tensor();
+    }
+  }
+  const float* s = scale.defined() ? scale.const_data_ptr<float>() : nullptr;
+
+  if (want_input_grad) {
+    input_grad = at::empty(input.sizes(), input.options());
+    backward_input_grad(g, s, weight, input_grad, engine);
+  }
+  if (want_weight_grad) {
+    weight_grad = at::empty(weight.sizes(), weight.options());
+    backward_weight_grad(g, s, input, weight_grad, engine);
+  }
+  return {input_grad, weight_grad};
+}
+
+}  // namespace cpu
+}  // namespace ascend_ops

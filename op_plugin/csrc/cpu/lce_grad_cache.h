@@ -1,0 +1,61 @@
+// The CPU side of linear_cross_entropy's memory-saving mode with a cached logits gradient
+// (docs/training.md, "The logits-gradient cache"): the forward forms G, the bf16 logits
+// gradient, row chunk by row chunk while each chunk's fp32 logits are at hand, so the
+// backward needs no logits GEMM. Three GEMMs per step instead of four:
+//
+//   forward, per row chunk:  logits = x_c @ W.T (fp32)      lce_chunk_statistics
+//                            row statistics; the caller makes them global
+//                            G_c = bf16((P - onehot) * s)     lce_write_grad_rows
+//   backward:                input_grad  = bf16(G' @ W)      lce_cached_backward
+//                            weight_grad = bf16(G'.T @ x)
+//
+// with G' = G when every upstream row scale is 1, else bf16(G * scale). G, P and the
+// products are those of fused_linear_cross_entropy_loss_grad's memory-saving mode (SPEC §1)
+// on the same engine; only the order of the fp32 sums differs.
+//
+// Internal to the training API (python/ascend_ops/vocab_parallel.py), which checks the
+// arguments; bfloat16 on the onednn and avx512bf16 engines only (lce_cache_engine).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace ascend_ops {
+namespace cpu {
+
+// The GEMM engine the cached path would run `dtype` on, or "" when it does not run
+// (float16, or the portable engine chosen or forced).
+std::string lce_cache_engine(at::ScalarType dtype);
+
+// One row chunk of the forward: logits = input_chunk @ weight.T in fp32 into
+// exps[:rows, :V], then per row its maximum m, exps[i, j] = exp(logits[i, j] - m) in place,
+// and their sum. `columns` [rows] int64 holds each row's target column in this shard, or
+// -1. Returns (logits_max, sum_exp_logits, predicted_logits) float32 [rows], as
+// fused_linear_online_max_sum defines them (predicted relative to the local maximum).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
+    const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
+    at::Tensor& exps);
+
+// G for the chunk's rows, into grad_rows [rows, >= V] (bf16, contiguous rows):
+//   G[i, j] = bf16((exps[i, j] * exp(local_max[i] - global_max[i]) / global_sum[i]
+//                   - (j == columns[i])) * row_scale[i])
+// (the factor is exactly 1 / global_sum[i] where the maxima are equal).
+void lce_write_grad_rows(const at::Tensor& exps, const at::Tensor& local_max,
+                         const at::Tensor& global_max, const at::Tensor& global_sum,
+                         const at::Tensor& columns, const at::Tensor& row_scale,
+                         at::Tensor& grad_rows);
+
+// (input_grad [BT, H], weight_grad [V, H]) in input's dtype from the cached G [BT, >= V]
+// (its first V columns), scaled per row by `row_scale` [BT] float32 when given. A
+// gradient not asked for is not computed (an undefined tensor: None in Python).
+std::tuple<at::Tensor, at::Tensor> lce_cached_backward(const at::Tensor& grad_cache,
+                                                       const std::optional<at::Tensor>& row_scale,
+                                                       const at::Tensor& input,
+                                                       const at::Tensor& weight,
+                                                       bool want_input_grad, bool want_weight_grad);
+
+}  // namespace cpu
+}  // namespace ascend_ops

@@ -1,0 +1,103 @@
+"""linear_cross_entropy's logits-gradient cache (memory-saving mode, CPU, bfloat16).
+
+Memory-saving mode recomputes the logits in the backward: four [BT, H] x [H, V] GEMMs per
+step where eager PyTorch runs three. When the whole bf16 logits gradient G of this shard
+fits in a fixed budget (ASCEND_OPS_LCE_GRAD_CACHE_MIB, default 128 MiB), the forward forms
+G row chunk by row chunk while the chunk's fp32 logits are at hand (their row statistics
+made global first), keeps G instead of the logits, and the backward runs the two gradient
+GEMMs on it: three GEMMs, and memory bounded by the budget whatever BT and V are. Where G
+does not fit, or off CPU, or for float16, or on the portable GEMM engine, memory-saving mode
+recomputes as before (docs/training.md).
+
+G is formed with the upstream gradient taken as 1 (the 1 / count of "mean" included), as
+SPEC §1 forms it: when the backward's upstream gradient is 1 for every row, G, and so both
+gradients, have §1's numerics exactly (only the order of fp32 sums differs from the
+recomputing path); otherwise the backward uses bf16(G * grad), one rounding more than §1.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.distributed as dist
+
+from . import _extension
+
+GRAD_CACHE_ENV = "ASCEND_OPS_LCE_GRAD_CACHE_MIB"
+DEFAULT_GRAD_CACHE_MIB = 128
+# fp32 logits of one row chunk of the forward, at most: 786 rows at V = 16000. Each chunk
+# repacks the whole weight for the GEMM (~13 ms at V x H = 16000 x 4096 here), so fewer,
+# larger chunks are faster; BT is split evenly (4096 rows: 6 chunks of 683).
+CHUNK_LOGITS_BYTES = 48 << 20
+
+
+def grad_cache_budget() -> int:
+    """The cache budget in bytes: ASCEND_OPS_LCE_GRAD_CACHE_MIB (MiB, 0 turns the cache
+    off), else 128 MiB."""
+    value = os.environ.get(GRAD_CACHE_ENV)
+    if value is None:
+        return DEFAULT_GRAD_CACHE_MIB << 20
+    try:
+        mib = int(value)
+    except ValueError:
+        mib = -1
+    if mib < 0:
+        raise ValueError(f"{GRAD_CACHE_ENV} must be a non-negative integer (MiB), got {value!r}")
+    return mib << 20
+
+
+def plan_chunk_rows(input: torch.Tensor, weight: torch.Tensor, needs_grad: bool,
+                    group: dist.ProcessGroup | None, bounded: bool = True) -> int:
+    """Rows per forward chunk of the cached path, or 0 where the backward recomputes (or,
+    in high-performance mode, `bounded=False`, uses the softmax). Memory-saving mode caches
+    only within the budget; high-performance mode, which holds [BT, V] anyway, always.
+
+    With a process group every rank takes the same decision and the same chunks (each
+    chunk makes its row statistics global with collectives): one all-reduce of the plan.
+    """
+    native = _extension._native
+    bt, h = input.shape
+    vocab = weight.size(0)
+    fits = bool(
+        needs_grad and native is not None and input.device.type == "cpu"
+        and bt > 0 and h > 0 and vocab > 0 and native.lce_cache_engine(input.dtype)
+        and (not bounded or bt * native.cpu_scratch_ld(vocab) * input.element_size()
+             <= grad_cache_budget()))
+    most = max(1, min(bt, CHUNK_LOGITS_BYTES // max(1, vocab * 4)))
+    chunk = -(-bt // -(-bt // most)) if bt else 1  # ceil(bt / number of chunks)
+    if group is None:
+        return chunk if fits else 0
+    plan = torch.tensor([int(fits), chunk], dtype=torch.int64)
+    dist.all_reduce(plan, op=dist.ReduceOp.MIN, group=group)
+    return int(plan[1]) if int(plan[0]) else 0
+
+
+def forward(x, weight, columns, owned, row_scale, chunk_rows, combine):
+    """The cached forward. `columns` [BT] int64: each row's target column in this shard or
+    -1; `owned` [BT] float: 1 where this shard holds the target; `row_scale` [BT] float32:
+    the upstream gradient G is formed for (0 on ignored rows); `combine(m, s, p, owned)`
+    makes a chunk's row statistics global. Returns G [BT, >= V] and the global
+    (logits_max, sum_exp_logits, predicted_logits, owners)."""
+    native = _extension.native()
+    bt, vocab = x.size(0), weight.size(0)
+    grad_cache = torch.empty(bt, native.cpu_scratch_ld(vocab), dtype=x.dtype)
+    exps = torch.empty(min(chunk_rows, bt), vocab, dtype=torch.float32)
+    statistics = []
+    for r0 in range(0, bt, chunk_rows):
+        rows = slice(r0, min(bt, r0 + chunk_rows))
+        local_max, sum_exp, predicted = native.lce_chunk_statistics(
+            x[rows], weight, columns[rows], exps)
+        global_max, global_sum, global_predicted, owners = combine(
+            local_max, sum_exp, predicted, owned[rows])
+        native.lce_write_grad_rows(exps, local_max, global_max, global_sum, columns[rows],
+                                   row_scale[rows], grad_cache[rows])
+        statistics.append((global_max, global_sum, global_predicted, owners))
+    return (grad_cache, *(torch.cat(parts) for parts in zip(*statistics)))
+
+
+def backward(grad_cache, row_scale, x, weight, want_input_grad=True, want_weight_grad=True):
+    """(input_grad, weight_grad) from the cached G, each row scaled by `row_scale`; None for
+    a gradient not wanted (a frozen head costs one GEMM less)."""
+    return _extension.native().lce_cached_backward(grad_cache, row_scale.contiguous(), x, weight,
+                                                   want_input_grad, want_weight_grad)
