@@ -71,6 +71,18 @@ def test_rounded_is_the_fp32_product_rounded_once(shape, engine):
         _C.cpu_gemm(a_in, b_in, engine, torch.zeros(shape[0], shape[1]), True)
 
 
+@pytest.mark.skipif("avx512bf16" not in ENGINES, reason="this CPU lacks AVX512-BF16")
+@pytest.mark.parametrize("rounded", [False, True])
+def test_own_gemm_takes_a_long_k_in_passes_with_the_same_bits(threads, rounded):
+    """All threads' packed B tiles stay under 64 MiB: at 64 threads a K of 5000 takes three
+    passes (2048 + 2048 + 904), at 1 thread one; the sums and their order are the same."""
+    a, b, a_in, b_in = operands((37, 300, 5000), torch.bfloat16, False, True)
+    torch.set_num_threads(1)
+    one_pass = _C.cpu_gemm(a_in, b_in, "avx512bf16", rounded=rounded)
+    torch.set_num_threads(64)
+    assert torch.equal(_C.cpu_gemm(a_in, b_in, "avx512bf16", rounded=rounded), one_pass)
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_float16_runs_on_portable(shape):
     a, b, a_in, b_in = operands(shape, torch.float16, True, False)

@@ -20,7 +20,19 @@ constexpr int64_t kKc = 2 * kMaxPairs;
 constexpr int64_t kTileCols = 256;
 constexpr int64_t kRowChunk = 16 * kMr;
 
+// All threads' packed B tiles together (K x kTileCols bf16 each) stay under this: a longer
+// K is multiplied in passes of whole K blocks, each added into C. That gives the same sums
+// in the same order as one pass (each K block's partial sums are added into C in turn).
+constexpr int64_t kPackedBytes = 64LL << 20;
+// fp32 sums of a block of rows for bf16_gemm_rounded when K takes several passes.
+constexpr int64_t kRoundedBlockBytes = 16LL << 20;
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int64_t k_per_pass() {
+  const int64_t bytes_per_k = kTileCols * 2 * std::max(1, at::get_num_threads());
+  return std::max<int64_t>(kKc, kPackedBytes / bytes_per_k / kKc * kKc);
+}
 
 // Where the sums go: an fp32 C (added to when `accumulate`), or, when `rounded` is set,
 // bf16 rows rounded from a per-thread fp32 row chunk.
@@ -96,7 +108,13 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
     }
     return;
   }
-  gemm_blocks(a, b, m, n, k, GemmOutput{c, ldc, accumulate, nullptr, 0});
+  const int64_t pass = k_per_pass();
+  for (int64_t k0 = 0; k0 < k; k0 += pass) {
+    const Bf16View a_k{a.data + k0 * a.col_stride, a.row_stride, a.col_stride};
+    const Bf16View b_k{b.data + k0 * b.row_stride, b.row_stride, b.col_stride};
+    gemm_blocks(a_k, b_k, m, n, std::min(pass, k - k0),
+                GemmOutput{c, ldc, accumulate || k0 > 0, nullptr, 0});
+  }
 }
 
 void bf16_gemm_rounded(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, uint16_t* out,
@@ -108,7 +126,23 @@ void bf16_gemm_rounded(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, 
     for (int64_t i = 0; i < m; ++i) std::fill_n(out + i * ld_out, n, uint16_t{0});
     return;
   }
-  gemm_blocks(a, b, m, n, k, GemmOutput{nullptr, 0, false, out, ld_out});
+  if (k <= k_per_pass()) {
+    gemm_blocks(a, b, m, n, k, GemmOutput{nullptr, 0, false, out, ld_out});
+    return;
+  }
+  // Several passes: each block of rows summed in fp32 over all of them, then rounded.
+  const int64_t block_rows = std::clamp<int64_t>(kRoundedBlockBytes / (n * 4), 1, m);
+  std::vector<float> block(static_cast<size_t>(block_rows * n));
+  for (int64_t r0 = 0; r0 < m; r0 += block_rows) {
+    const int64_t rows = std::min(block_rows, m - r0);
+    bf16_gemm(Bf16View{a.data + r0 * a.row_stride, a.row_stride, a.col_stride}, b, rows, n, k,
+              block.data(), n, false);
+    at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        round_to_bf16(block.data() + r * n, n, out + (r0 + r) * ld_out);
+      }
+    });
+  }
 }
 
 }  // namespace cpu
