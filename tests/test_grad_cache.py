@@ -13,8 +13,6 @@ from ascend_ops import _C, _grad_cache, testing
 from ascend_ops.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
 
 CACHE_ENGINES = [e for e in _C.cpu_gemm_engines() if e != "portable"]
-needs_cache_engine = pytest.mark.skipif(not CACHE_ENGINES,
-                                        reason="this CPU runs bf16 GEMMs on portable only")
 
 
 @pytest.fixture(params=CACHE_ENGINES or ["none"])

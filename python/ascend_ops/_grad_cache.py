@@ -1,4 +1,4 @@
-"""linear_cross_entropy's logits-gradient cache (memory-saving mode, CPU, bfloat16).
+"""linear_cross_entropy's logits-gradient cache (CPU, bfloat16).
 
 Memory-saving mode recomputes the logits in the backward: four [BT, H] x [H, V] GEMMs per
 step where eager PyTorch runs three. When the whole bf16 logits gradient G of this shard
@@ -7,7 +7,8 @@ G row chunk by row chunk while the chunk's fp32 logits are at hand (their row st
 made global first), keeps G instead of the logits, and the backward runs the two gradient
 GEMMs on it: three GEMMs, and memory bounded by the budget whatever BT and V are. Where G
 does not fit, or off CPU, or for float16, or on the portable GEMM engine, memory-saving mode
-recomputes as before (docs/training.md).
+recomputes as before (docs/training.md). High-performance mode, which holds [BT, V] anyway,
+keeps G whatever its size (a third of its bf16 logits and fp32 softmax).
 
 G is formed with the upstream gradient taken as 1 (the 1 / count of "mean" included), as
 SPEC §1 forms it: when the backward's upstream gradient is 1 for every row, G, and so both
@@ -27,7 +28,7 @@ from . import _extension
 GRAD_CACHE_ENV = "ASCEND_OPS_LCE_GRAD_CACHE_MIB"
 DEFAULT_GRAD_CACHE_MIB = 128
 # fp32 logits of one row chunk of the forward, at most: 786 rows at V = 16000. Each chunk
-# repacks the whole weight for the GEMM (~13 ms at V x H = 16000 x 4096 here), so fewer,
+# repacks the whole weight for the GEMM (~8 ms at V x H = 16000 x 4096 here), so fewer,
 # larger chunks are faster; BT is split evenly (4096 rows: 6 chunks of 683).
 CHUNK_LOGITS_BYTES = 48 << 20
 
