@@ -1,5 +1,7 @@
 #include "bf16_gemm.h"
 
+#include "bf16_matrix.h"
+
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -137,11 +139,7 @@ void bf16_gemm_rounded(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, 
     const int64_t rows = std::min(block_rows, m - r0);
     bf16_gemm(Bf16View{a.data + r0 * a.row_stride, a.row_stride, a.col_stride}, b, rows, n, k,
               block.data(), n, false);
-    at::parallel_for(0, rows, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        round_to_bf16(block.data() + r * n, n, out + (r0 + r) * ld_out);
-      }
-    });
+    round_rows(block.data(), rows, n, n, out + r0 * ld_out, ld_out);
   }
 }
 

@@ -7,9 +7,49 @@
 #include <c10/util/BFloat16.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace ascend_ops {
 namespace cpu {
+
+uint16_t* bf16_bits(at::Tensor& t) {
+  return reinterpret_cast<uint16_t*>(t.mutable_data_ptr<at::BFloat16>());
+}
+
+const uint16_t* bf16_bits(const at::Tensor& t) {
+  return reinterpret_cast<const uint16_t*>(t.const_data_ptr<at::BFloat16>());
+}
+
+void round_rows(const float* src, int64_t rows, int64_t cols, int64_t ld_src, uint16_t* dst,
+                int64_t ld_dst) {
+  const bool vectorised = avx512_kernels_supported();
+  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, cols));
+  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* s = src + r * ld_src;
+      uint16_t* d = dst + r * ld_dst;
+      if (vectorised) {
+        round_to_bf16(s, cols, d);
+        continue;
+      }
+      for (int64_t c = 0; c < cols; ++c) {
+        d[c] = c10::BFloat16(s[c]).x;  // round to nearest even
+      }
+    }
+  });
+}
+
+void write_logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
+                           float inv_sum, float scale, int64_t target, uint16_t* g) {
+  if (avx512_kernels_supported()) {
+    logits_grad_row(src, cols, recompute, row_max, inv_sum, scale, target, g);
+    return;
+  }
+  for (int64_t j = 0; j < cols; ++j) {
+    const float p = recompute ? std::exp(src[j] - row_max) * inv_sum : src[j];
+    g[j] = c10::BFloat16((p - (j == target ? 1.0f : 0.0f)) * scale).x;
+  }
+}
 
 int64_t scratch_ld(int64_t n) {
   int64_t ld = (n + 31) / 32 * 32;

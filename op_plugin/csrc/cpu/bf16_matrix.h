@@ -1,5 +1,9 @@
-// Helpers on bf16 scratch matrices shared by the CPU kernels that feed the GEMM layer.
+// Helpers on bf16 rows and matrices shared by the CPU kernels that feed the GEMM layer.
+// Each runs the AVX512 kernel where the CPU has AVX512-BF16 (avx512_kernels.h), else a
+// portable twin with the same rounding (to nearest even).
 #pragma once
+
+#include <ATen/core/Tensor.h>
 
 #include <cstdint>
 
@@ -10,6 +14,21 @@ namespace cpu {
 // row stride that is a multiple of 2 KiB puts the 12 rows of a GEMM panel into the same
 // L1 sets, where they evict each other (measured ~10 % slower at a stride of 8 KiB).
 int64_t scratch_ld(int64_t n);
+
+// The raw bits of a bfloat16 tensor's elements.
+uint16_t* bf16_bits(at::Tensor& t);
+const uint16_t* bf16_bits(const at::Tensor& t);
+
+// dst[rows, cols] = bf16(src[rows, cols]) (leading dimensions ld_src, ld_dst), in parallel
+// over rows.
+void round_rows(const float* src, int64_t rows, int64_t cols, int64_t ld_src, uint16_t* dst,
+                int64_t ld_dst);
+
+// One row of the logits gradient (avx512_kernels.h, logits_grad_row):
+//   g[j] = bf16((p[j] - (j == target)) * scale)
+// with p[j] = exp(src[j] - row_max) * inv_sum when `recompute`, else p[j] = src[j].
+void write_logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
+                           float inv_sum, float scale, int64_t target, uint16_t* g);
 
 // dst[cols, rows] = src[rows, cols] (leading dimensions ld_src, ld_dst), in 64 x 64
 // tiles so both sides are read and written a cache line at a time.

@@ -69,40 +69,6 @@ struct FlceOperands {
   bool recompute() const { return !softmax.defined(); }
 };
 
-uint16_t* bf16_bits(at::Tensor& t) {
-  return reinterpret_cast<uint16_t*>(t.mutable_data_ptr<at::BFloat16>());
-}
-
-// dst[rows, cols] = bf16(src[rows, cols]), both row-major with leading dimension cols.
-// The AVX512 kernel where the CPU has it (oneDNN may run on CPUs without AVX512-BF16).
-void round_rows(const float* src, int64_t rows, int64_t cols, uint16_t* dst) {
-  const bool vectorised = cpu::avx512_kernels_supported();
-  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, cols));
-  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-    const int64_t n = (end - begin) * cols;
-    if (vectorised) {
-      cpu::round_to_bf16(src + begin * cols, n, dst + begin * cols);
-      return;
-    }
-    for (int64_t i = begin * cols; i < begin * cols + n; ++i) {
-      dst[i] = c10::BFloat16(src[i]).x;  // round to nearest even
-    }
-  });
-}
-
-// One row of G (avx512_kernels.h, logits_grad_row), with a portable twin.
-void logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
-                     float inv_sum, float scale, int64_t target, uint16_t* g) {
-  if (cpu::avx512_kernels_supported()) {
-    cpu::logits_grad_row(src, cols, recompute, row_max, inv_sum, scale, target, g);
-    return;
-  }
-  for (int64_t j = 0; j < cols; ++j) {
-    const float p = recompute ? std::exp(src[j] - row_max) * inv_sum : src[j];
-    g[j] = c10::BFloat16((p - (j == target ? 1.0f : 0.0f)) * scale).x;
-  }
-}
-
 // The bfloat16 path on the onednn and avx512bf16 engines: vocabulary chunks (see the top).
 void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine engine,
                        at::Tensor& input_grad, at::Tensor& weight_grad) {
@@ -132,7 +98,7 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
   at::Tensor dw_chunk = at::empty({vc, h}, op.grad.options());  // vc x H, fp32
   at::Tensor dx_acc = at::empty({bt, h}, op.grad.options());    // BT x H, fp32
   const GemmOperand x(op.input);  // BT x H; oneDNN widens it once, for every chunk
-  uint16_t* g_bits = bf16_bits(g);
+  uint16_t* g_bits = cpu::bf16_bits(g);
   const float* scale = op.grad.const_data_ptr<float>();
   const float* row_max = recompute ? op.logits_max.const_data_ptr<float>() : nullptr;
   const float* sum_exp = recompute ? op.sum_exp_logits.const_data_ptr<float>() : nullptr;
@@ -156,7 +122,7 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
       for (int64_t i = begin; i < end; ++i) {
         const RowTarget& t = op.targets[i];
         const bool here = !t.masked && t.column >= v0 && t.column < v0 + cols;
-        logits_grad_row(src + i * ld_src, cols, recompute, recompute ? row_max[i] : 0.0f,
+        cpu::write_logits_grad_row(src + i * ld_src, cols, recompute, recompute ? row_max[i] : 0.0f,
                         recompute ? 1.0f / sum_exp[i] : 1.0f, scale[i], here ? t.column - v0 : -1,
                         g_bits + i * ld_g);
       }
@@ -167,14 +133,14 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
     if (own_gemm) {
       // weight_grad[c] = G_c.T @ x, with G_c.T made row-major first: the own GEMM reads a
       // row-major A in place but would repack a transposed one for every column tile.
-      cpu::transpose_bf16(g_bits, bt, cols, ld_g, bf16_bits(g_t), ld_g_t);
+      cpu::transpose_bf16(g_bits, bt, cols, ld_g, cpu::bf16_bits(g_t), ld_g_t);
       cpu::gemm(GemmOperand(g_t.narrow(0, 0, cols).narrow(1, 0, bt)), x, dw, false, engine);
     } else {
       cpu::gemm(g_c.t(), x, dw, false, engine);
     }
-    round_rows(dw.const_data_ptr<float>(), cols, h, bf16_bits(weight_grad) + v0 * h);
+    cpu::round_rows(dw.const_data_ptr<float>(), cols, h, h, cpu::bf16_bits(weight_grad) + v0 * h, h);
   }
-  round_rows(dx_acc.const_data_ptr<float>(), bt, h, bf16_bits(input_grad));
+  cpu::round_rows(dx_acc.const_data_ptr<float>(), bt, h, h, cpu::bf16_bits(input_grad), h);
 }
 
 // G_c = half((P - onehot) * grad) for rows [row0, row0 + rows). `probability(i, j)`

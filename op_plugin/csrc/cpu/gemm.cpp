@@ -1,6 +1,7 @@
 #include "gemm.h"
 
 #include "bf16_gemm.h"
+#include "bf16_matrix.h"
 
 #include <ATen/Context.h>
 
@@ -145,8 +146,7 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
                         "gemm_rounded: engine ", engine_name(engine), " cannot run this dtype here");
   if (engine == GemmEngine::kAvx512Bf16) {
     bf16_gemm_rounded(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
-                      reinterpret_cast<uint16_t*>(out.mutable_data_ptr<at::BFloat16>()),
-                      out.stride(0));
+                      bf16_bits(out), out.stride(0));
     return;
   }
   if (engine == GemmEngine::kOneDnn) {

@@ -25,14 +25,6 @@ bool cache_engine(GemmEngine engine) {
   return engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kOneDnn;
 }
 
-uint16_t* bits(at::Tensor& t) {
-  return reinterpret_cast<uint16_t*>(t.mutable_data_ptr<at::BFloat16>());
-}
-
-const uint16_t* bits(const at::Tensor& t) {
-  return reinterpret_cast<const uint16_t*>(t.const_data_ptr<at::BFloat16>());
-}
-
 GemmEngine checked_engine(const at::Tensor& input) {
   const GemmEngine engine = gemm_engine(input.scalar_type());
   TORCH_INTERNAL_ASSERT(input.scalar_type() == at::kBFloat16 && cache_engine(engine),
@@ -58,7 +50,7 @@ void backward_input_grad(const at::Tensor& g, const float* s, const at::Tensor& 
     at::Tensor scaled = at::empty({block, ld}, input_grad.options());
     for (int64_t r0 = 0; r0 < bt; r0 += block) {
       const int64_t rows = std::min(block, bt - r0);
-      rescale_rows_bf16(bits(g) + r0 * ld_g, rows, vocab, ld_g, s + r0, bits(scaled), ld);
+      rescale_rows_bf16(bf16_bits(g) + r0 * ld_g, rows, vocab, ld_g, s + r0, bf16_bits(scaled), ld);
       at::Tensor out = input_grad.narrow(0, r0, rows);
       gemm_rounded(GemmOperand(scaled.narrow(0, 0, rows).narrow(1, 0, vocab)), w, out, engine);
     }
@@ -79,14 +71,14 @@ void backward_weight_grad(const at::Tensor& g, const float* s, const at::Tensor&
   at::Tensor scaled = s != nullptr ? at::empty({bt, ld_scaled}, input.options()) : at::Tensor();
   for (int64_t v0 = 0; v0 < vocab; v0 += slab) {
     const int64_t cols = std::min(slab, vocab - v0);
-    const uint16_t* src = bits(g) + v0;
+    const uint16_t* src = bf16_bits(g) + v0;
     int64_t ld_src = ld_g;
     if (s != nullptr) {
-      rescale_rows_bf16(src, bt, cols, ld_g, s, bits(scaled), ld_scaled);
-      src = bits(scaled);
+      rescale_rows_bf16(src, bt, cols, ld_g, s, bf16_bits(scaled), ld_scaled);
+      src = bf16_bits(scaled);
       ld_src = ld_scaled;
     }
-    transpose_bf16(src, bt, cols, ld_src, bits(g_t), ld_t);
+    transpose_bf16(src, bt, cols, ld_src, bf16_bits(g_t), ld_t);
     at::Tensor out = weight_grad.narrow(0, v0, cols);
     gemm_rounded(GemmOperand(g_t.narrow(0, 0, cols).narrow(1, 0, bt)), x, out, engine);
   }
@@ -180,7 +172,7 @@ void lce_write_grad_rows(const at::Tensor& exps, const at::Tensor& local_max,
   const float* big_s = global_sum.const_data_ptr<float>();
   const float* scale = row_scale.const_data_ptr<float>();
   const int64_t* column = columns.const_data_ptr<int64_t>();
-  uint16_t* g = bits(grad_rows);
+  uint16_t* g = bf16_bits(grad_rows);
   const int64_t ld_e = exps.stride(0);
   const int64_t ld_g = grad_rows.stride(0);
   const bool vectorised = avx512_kernels_supported();
