@@ -83,15 +83,15 @@ def forward(x, weight, columns, owned, row_scale, chunk_rows, combine):
     native = _extension.native()
     bt, vocab = x.size(0), weight.size(0)
     grad_cache = torch.empty(bt, native.cpu_scratch_ld(vocab), dtype=x.dtype)
-    exps = torch.empty(min(chunk_rows, bt), vocab, dtype=torch.float32)
+    logits = torch.empty(min(chunk_rows, bt), vocab, dtype=torch.float32)
     statistics = []
     for r0 in range(0, bt, chunk_rows):
         rows = slice(r0, min(bt, r0 + chunk_rows))
         local_max, sum_exp, predicted = native.lce_chunk_statistics(
-            x[rows], weight, columns[rows], exps)
+            x[rows], weight, columns[rows], logits)
         global_max, global_sum, global_predicted, owners = combine(
             local_max, sum_exp, predicted, owned[rows])
-        native.lce_write_grad_rows(exps, local_max, global_max, global_sum, columns[rows],
+        native.lce_write_grad_rows(logits, global_max, global_sum, columns[rows],
                                    row_scale[rows], grad_cache[rows])
         statistics.append((global_max, global_sum, global_predicted, owners))
     return (grad_cache, *(torch.cat(parts) for parts in zip(*statistics)))

@@ -416,7 +416,7 @@ float row_max(const float* row, int64_t n) {
   return _mm512_reduce_max_ps(m);
 }
 
-double exp_in_place_sum(float* row, int64_t n, float row_max) {
+double exp_sum(const float* row, int64_t n, float row_max) {
   const __m512 vmax = _mm512_set1_ps(row_max);
   double sum = 0.0;
   for (int64_t start = 0; start < n; start += kExpSumBlock) {
@@ -425,28 +425,11 @@ double exp_in_place_sum(float* row, int64_t n, float row_max) {
     for (int64_t j = start; j < stop; j += 16) {
       const __mmask16 mask = first_lanes(stop - j);
       const __m512 e = Sleef_expf16_u10(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, row + j), vmax));
-      _mm512_mask_storeu_ps(row + j, mask, e);
       acc = _mm512_mask_add_ps(acc, mask, acc, e);
     }
     sum += _mm512_reduce_add_ps(acc);
   }
   return sum;
-}
-
-void exp_grad_row(const float* e, int64_t cols, float factor, float scale, int64_t target,
-                  uint16_t* g) {
-  const __m512 vfactor = _mm512_set1_ps(factor);
-  const __m512 vscale = _mm512_set1_ps(scale);
-  const __m512 one = _mm512_set1_ps(1.0f);
-  for (int64_t j = 0; j < cols; j += 16) {
-    const __mmask16 mask = first_lanes(cols - j);
-    __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, e + j), vfactor);
-    if (target >= j && target < j + 16) {
-      p = _mm512_mask_sub_ps(p, static_cast<__mmask16>(1u << (target - j)), p, one);
-    }
-    const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(p, vscale));
-    _mm256_mask_storeu_epi16(g + j, mask, (__m256i)h);
-  }
 }
 
 }  // namespace cpu

@@ -68,20 +68,12 @@ void round_to_bf16(const float* src, int64_t n, uint16_t* dst);
 void rescale_bf16(const uint16_t* src, int64_t n, float scale, uint16_t* dst);
 
 // The row statistics of linear_cross_entropy's cached-gradient forward, one row of fp32
-// logits at a time: the row maximum, then
-//   row[j] = exp(row[j] - row_max)  (in place, the same exp as logits_grad_row)
-// returning their sum, added in fp32 vectors of kExpSumBlock elements, each block's sum
+// logits at a time: the row maximum, and the sum of exp(row[j] - row_max) (the same exp
+// as logits_grad_row) added in fp32 vectors of kExpSumBlock elements, each block's sum
 // added to a double in order.
 constexpr int64_t kExpSumBlock = 1024;
 float row_max(const float* row, int64_t n);
-double exp_in_place_sum(float* row, int64_t n, float row_max);
-
-// One row of the logits gradient from exponentials kept by exp_in_place_sum:
-//   g[j] = bf16((e[j] * factor - (j == target)) * scale)
-// (factor = exp(local max - global max) / global sum). With factor = 1 / sum it is
-// logits_grad_row's recompute formula on the same exponentials.
-void exp_grad_row(const float* e, int64_t cols, float factor, float scale, int64_t target,
-                  uint16_t* g);
+double exp_sum(const float* row, int64_t n, float row_max);
 
 // batch_norm_reduce_backward. The element type of dy and x:
 enum class BnType { kFloat32, kBFloat16, kFloat16 };

@@ -5,7 +5,6 @@
 #include "gemm.h"
 
 #include <ATen/Parallel.h>
-#include <c10/util/BFloat16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -96,15 +95,17 @@ std::string lce_cache_engine(at::ScalarType dtype) {
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
-    at::Tensor& exps) {
+    at::Tensor& logits_buffer) {
   const GemmEngine engine = checked_engine(input_chunk);
   const int64_t rows = input_chunk.size(0);
   const int64_t h = input_chunk.size(1);
   const int64_t vocab = weight.size(0);
   TORCH_INTERNAL_ASSERT(weight.size(1) == h && columns.numel() == rows &&
-                        columns.scalar_type() == at::kLong && exps.scalar_type() == at::kFloat &&
-                        exps.size(0) >= rows && exps.size(1) >= vocab && exps.stride(1) == 1);
-  at::Tensor logits = exps.narrow(0, 0, rows).narrow(1, 0, vocab);
+                        columns.scalar_type() == at::kLong &&
+                        logits_buffer.scalar_type() == at::kFloat &&
+                        logits_buffer.size(0) >= rows && logits_buffer.size(1) >= vocab &&
+                        logits_buffer.stride(1) == 1);
+  at::Tensor logits = logits_buffer.narrow(0, 0, rows).narrow(1, 0, vocab);
 
   // The own GEMM reads x in place; a row stride of a multiple of 2 KiB would make its
   // panels evict each other in L1 (bf16_matrix.h), so such a chunk is copied once.
@@ -132,22 +133,21 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
   float* s = sum_exp.mutable_data_ptr<float>();
   float* p = predicted.mutable_data_ptr<float>();
   const int64_t* column = columns.const_data_ptr<int64_t>();
-  float* base = logits.mutable_data_ptr<float>();
-  const int64_t ld = exps.stride(0);
+  const float* base = logits.const_data_ptr<float>();
+  const int64_t ld = logits_buffer.stride(0);
   const bool vectorised = avx512_kernels_supported();
   at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      float* row = base + i * ld;
+      const float* row = base + i * ld;
       m[i] = vectorised ? row_max(row, vocab) : *std::max_element(row, row + vocab);
       p[i] = column[i] < 0 ? 0.0f : row[column[i]] - m[i];
       if (vectorised) {
-        s[i] = static_cast<float>(exp_in_place_sum(row, vocab, m[i]));
+        s[i] = static_cast<float>(exp_sum(row, vocab, m[i]));
         continue;
       }
       double sum = 0.0;
       for (int64_t j = 0; j < vocab; ++j) {
-        row[j] = std::exp(row[j] - m[i]);
-        sum += row[j];
+        sum += std::exp(row[j] - m[i]);
       }
       s[i] = static_cast<float>(sum);
     }
@@ -155,43 +155,29 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
   return {logits_max, sum_exp, predicted};
 }
 
-void lce_write_grad_rows(const at::Tensor& exps, const at::Tensor& local_max,
-                         const at::Tensor& global_max, const at::Tensor& global_sum,
-                         const at::Tensor& columns, const at::Tensor& row_scale,
-                         at::Tensor& grad_rows) {
+void lce_write_grad_rows(const at::Tensor& logits, const at::Tensor& global_max,
+                         const at::Tensor& global_sum, const at::Tensor& columns,
+                         const at::Tensor& row_scale, at::Tensor& grad_rows) {
   const int64_t rows = grad_rows.size(0);
-  const int64_t vocab = std::min(grad_rows.size(1), exps.size(1));
+  const int64_t vocab = std::min(grad_rows.size(1), logits.size(1));
   TORCH_INTERNAL_ASSERT(grad_rows.scalar_type() == at::kBFloat16 && grad_rows.stride(1) == 1 &&
-                        exps.size(0) >= rows && exps.stride(1) == 1 &&
-                        local_max.numel() == rows && global_max.numel() == rows &&
-                        global_sum.numel() == rows && row_scale.numel() == rows &&
-                        columns.numel() == rows && columns.scalar_type() == at::kLong);
-  const float* e = exps.const_data_ptr<float>();
-  const float* m = local_max.const_data_ptr<float>();
+                        logits.size(0) >= rows && logits.stride(1) == 1 &&
+                        global_max.numel() == rows && global_sum.numel() == rows &&
+                        row_scale.numel() == rows && columns.numel() == rows &&
+                        columns.scalar_type() == at::kLong);
+  const float* l = logits.const_data_ptr<float>();
   const float* big_m = global_max.const_data_ptr<float>();
   const float* big_s = global_sum.const_data_ptr<float>();
   const float* scale = row_scale.const_data_ptr<float>();
   const int64_t* column = columns.const_data_ptr<int64_t>();
   uint16_t* g = bf16_bits(grad_rows);
-  const int64_t ld_e = exps.stride(0);
+  const int64_t ld_l = logits.stride(0);
   const int64_t ld_g = grad_rows.stride(0);
-  const bool vectorised = avx512_kernels_supported();
   at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      // 1 / S exactly where this shard holds the row's maximum (always on one rank): then
-      // P = exp(l - M) * (1 / S), the recompute formula of the FLCE kernel, bit for bit.
-      const float inv_sum = 1.0f / big_s[i];
-      const float factor = m[i] == big_m[i] ? inv_sum : std::exp(m[i] - big_m[i]) * inv_sum;
-      const float* e_row = e + i * ld_e;
-      uint16_t* g_row = g + i * ld_g;
-      if (vectorised) {
-        exp_grad_row(e_row, vocab, factor, scale[i], column[i], g_row);
-        continue;
-      }
-      for (int64_t j = 0; j < vocab; ++j) {
-        const float p = e_row[j] * factor;
-        g_row[j] = c10::BFloat16((p - (j == column[i] ? 1.0f : 0.0f)) * scale[i]).x;
-      }
+      // The FLCE kernel's recompute formula on the same logits and statistics.
+      write_logits_grad_row(l + i * ld_l, vocab, /*recompute=*/true, big_m[i], 1.0f / big_s[i],
+                            scale[i], column[i], g + i * ld_g);
     }
   });
 }

@@ -31,22 +31,22 @@ namespace cpu {
 std::string lce_cache_engine(at::ScalarType dtype);
 
 // One row chunk of the forward: logits = input_chunk @ weight.T in fp32 into
-// exps[:rows, :V], then per row its maximum m, exps[i, j] = exp(logits[i, j] - m) in place,
-// and their sum. `columns` [rows] int64 holds each row's target column in this shard, or
-// -1. Returns (logits_max, sum_exp_logits, predicted_logits) float32 [rows], as
+// logits_buffer[:rows, :V], then per row its maximum m and the sum of exp(logits - m).
+// `columns` [rows] int64 holds each row's target column in this shard, or -1. Returns
+// (logits_max, sum_exp_logits, predicted_logits) float32 [rows], as
 // fused_linear_online_max_sum defines them (predicted relative to the local maximum).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
-    at::Tensor& exps);
+    at::Tensor& logits_buffer);
 
-// G for the chunk's rows, into grad_rows [rows, >= V] (bf16, contiguous rows):
-//   G[i, j] = bf16((exps[i, j] * exp(local_max[i] - global_max[i]) / global_sum[i]
+// G for the chunk's rows, into grad_rows [rows, >= V] (bf16, contiguous rows), from the
+// logits lce_chunk_statistics left in logits_buffer and the global statistics:
+//   G[i, j] = bf16((exp(logits[i, j] - global_max[i]) / global_sum[i]
 //                   - (j == columns[i])) * row_scale[i])
-// (the factor is exactly 1 / global_sum[i] where the maxima are equal).
-void lce_write_grad_rows(const at::Tensor& exps, const at::Tensor& local_max,
-                         const at::Tensor& global_max, const at::Tensor& global_sum,
-                         const at::Tensor& columns, const at::Tensor& row_scale,
-                         at::Tensor& grad_rows);
+// the FLCE kernel's memory-saving formula (SPEC §1), row by row.
+void lce_write_grad_rows(const at::Tensor& logits_buffer, const at::Tensor& global_max,
+                         const at::Tensor& global_sum, const at::Tensor& columns,
+                         const at::Tensor& row_scale, at::Tensor& grad_rows);
 
 // (input_grad [BT, H], weight_grad [V, H]) in input's dtype from the cached G [BT, >= V]
 // (its first V columns), scaled per row by `row_scale` [BT] float32 when given. A
