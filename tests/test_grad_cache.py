@@ -6,11 +6,11 @@ test_distributed.py."""
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import ascend_ops
 from ascend_ops import _C, _grad_cache, testing
 from ascend_ops.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
+from test_linear_cross_entropy import problem as lce_problem, truth
 
 CACHE_ENGINES = [e for e in _C.cpu_gemm_engines() if e != "portable"]
 
@@ -27,12 +27,8 @@ def cache_engine(request, monkeypatch):
 
 
 def problem(bt=37, h=19, v=53, dtype=torch.bfloat16, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    input = (torch.randn(bt, h, generator=gen) / 2).to(dtype)
-    weight = torch.randn(v, h, generator=gen).to(dtype)
-    target = torch.randint(0, v, (bt,), generator=gen)
-    target[1:3] = -100
-    return input, weight, target
+    """test_linear_cross_entropy's problem with `bt` rows (rows 1 and 2 ignored)."""
+    return lce_problem(lead=(bt,), h=h, v=v, dtype=dtype, seed=seed)
 
 
 def run(input, weight, target, grad=None, **options):
@@ -42,14 +38,6 @@ def run(input, weight, target, grad=None, **options):
     cached = loss.grad_fn.grad_cached
     loss.backward(grad)
     return loss.detach(), x.grad, w.grad, cached
-
-
-def truth(input, weight, target, reduction, grad=None):
-    x = input.double().requires_grad_()
-    w = weight.double().requires_grad_()
-    loss = F.cross_entropy(x @ w.T, target, reduction=reduction)
-    loss.backward(None if grad is None else grad.double())
-    return loss.detach(), x.grad, w.grad
 
 
 @pytest.mark.parametrize("shape", [(37, 19, 53), (64, 96, 300), (5, 1, 1)])
@@ -64,7 +52,7 @@ def test_cached_path_matches_float64_autograd(cache_engine, monkeypatch, mode, r
     loss, input_grad, weight_grad, cached = run(input, weight, target, grad, reduction=reduction,
                                                 mode=mode)
     assert cached
-    expected = truth(input, weight, target, reduction, grad)
+    expected = truth(input, weight, target, reduction, grad=grad)
     torch.testing.assert_close(loss.double(), expected[0], rtol=1e-5, atol=1e-5)
     testing.assert_half_grad_close(input_grad, expected[1], "input grad")
     testing.assert_half_grad_close(weight_grad, expected[2], "weight grad")
@@ -76,7 +64,7 @@ def test_upstream_gradient_other_than_one(cache_engine, grad):
     input, weight, target = problem(seed=2)
     loss, input_grad, weight_grad, cached = run(input, weight, target, torch.tensor(grad))
     assert cached
-    expected = truth(input, weight, target, "mean", torch.tensor(grad))
+    expected = truth(input, weight, target, "mean", grad=torch.tensor(grad))
     testing.assert_half_grad_close(input_grad, expected[1], "input grad")
     testing.assert_half_grad_close(weight_grad, expected[2], "weight grad")
 
