@@ -23,6 +23,7 @@
 #include "avx512_kernels.h"
 #include "bf16_matrix.h"
 #include "gemm.h"
+#include "gemm_operands.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -89,14 +90,14 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
   const int64_t panel = cpu::kNr;
   const int64_t vc = std::min(vocab, std::max(panel, budget / per_column / panel * panel));
 
-  at::Tensor logits = recompute ? at::empty({bt, vc}, op.grad.options()) : at::Tensor();
+  at::Tensor logits = recompute ? cpu::scratch_empty({bt, vc}, op.grad.options()) : at::Tensor();
   const int64_t ld_g = cpu::scratch_ld(vc);
   const int64_t ld_g_t = cpu::scratch_ld(bt);
-  at::Tensor g = at::empty({bt, ld_g}, op.input.options());  // BT x vc, bf16
-  at::Tensor g_t = own_gemm ? at::empty({vc, ld_g_t}, op.input.options())  // vc x BT, bf16
+  at::Tensor g = cpu::scratch_empty({bt, ld_g}, op.input.options());  // BT x vc, bf16
+  at::Tensor g_t = own_gemm ? cpu::scratch_empty({vc, ld_g_t}, op.input.options())  // vc x BT
                             : at::Tensor();
-  at::Tensor dw_chunk = at::empty({vc, h}, op.grad.options());  // vc x H, fp32
-  at::Tensor dx_acc = at::empty({bt, h}, op.grad.options());    // BT x H, fp32
+  at::Tensor dw_chunk = cpu::scratch_empty({vc, h}, op.grad.options());  // vc x H, fp32
+  at::Tensor dx_acc = cpu::scratch_empty({bt, h}, op.grad.options());    // BT x H, fp32
   const GemmOperand x(op.input);  // BT x H; oneDNN widens it once, for every chunk
   uint16_t* g_bits = cpu::bf16_bits(g);
   const float* scale = op.grad.const_data_ptr<float>();
@@ -183,11 +184,11 @@ void flce_portable(const FlceOperands& op, int64_t budget, at::Tensor& input_gra
 
   const GemmOperand weight(op.weight);  // V x H, widened once
   const float* g_up = op.grad.const_data_ptr<float>();
-  at::Tensor g_chunk = at::empty({chunk_rows, vocab}, op.input.options());  // rows x V, half
-  at::Tensor logits_chunk = recompute ? at::empty({chunk_rows, vocab}, op.grad.options())
-                                      : at::Tensor();                       // rows x V, fp32
-  at::Tensor dx_chunk = at::empty({chunk_rows, h}, op.grad.options());      // rows x H, fp32
-  at::Tensor dw_acc = at::empty({vocab, h}, op.grad.options());             // V x H, fp32
+  at::Tensor g_chunk = cpu::scratch_empty({chunk_rows, vocab}, op.input.options());  // rows x V
+  at::Tensor logits_chunk = recompute ? cpu::scratch_empty({chunk_rows, vocab}, op.grad.options())
+                                      : at::Tensor();                  // rows x V, fp32
+  at::Tensor dx_chunk = cpu::scratch_empty({chunk_rows, h}, op.grad.options());  // rows x H, fp32
+  at::Tensor dw_acc = cpu::scratch_empty({vocab, h}, op.grad.options());         // V x H, fp32
   T* g = g_chunk.mutable_data_ptr<T>();
 
   for (int64_t row0 = 0; row0 < bt; row0 += chunk_rows) {
@@ -228,8 +229,9 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
   check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes);
   const int64_t budget = scratch_budget(scratch_bytes);
   const int64_t bt = input.size(0);
-  at::Tensor input_grad = at::empty(input.sizes(), input.options());
-  at::Tensor weight_grad = at::empty(weight.sizes(), weight.options());
+  // Every element is written below (poisoned in tests, as scratch is).
+  at::Tensor input_grad = cpu::scratch_empty(input.sizes(), input.options());
+  at::Tensor weight_grad = cpu::scratch_empty(weight.sizes(), weight.options());
   if (bt == 0 || input.size(1) == 0 || weight.size(0) == 0) {
     // No rows: nothing flows back to the weight. H == 0 or V == 0: empty products.
     input_grad.zero_();
