@@ -154,7 +154,7 @@ def test_flce_ignores_what_lies_outside_its_inputs(gemm_engine, high_performance
         return ascend_ops.fused_linear_cross_entropy_loss_grad(
             c["grad"], x, w, c["target_mask"], c["masked_target"], 0.0,
             s.get("logits_max"), s.get("sum_exp_logits"), s.get("softmax"), impl="cpu",
-            scratch_bytes=1 << 16)  # several vocabulary chunks
+            scratch_bytes=1 << 14)  # vocabulary chunks of 32 columns, the last of 6
 
     ours = flce(poisoned_view(c["input"]), poisoned_view(c["weight"], 3), **poisoned)
     dense = flce(c["input"], c["weight"], **stats)
@@ -218,3 +218,12 @@ def test_the_gradient_cache_reaches_onednn_in_place():
     assert grad_cache.shape[1] > 53  # padded rows
     assert _C.cpu_gemm_operand_ready(grad_cache[:, :53])
     assert not grad_cache[:, 53:].any()
+
+
+def test_size_one_dimensions_are_dense_whatever_their_stride():
+    """A size-1 dimension's stride is not a leading dimension: [1, n] with strides (1, 1)
+    (the transpose of an [n, 1] weight, H = 1) is dense; one row of a padded buffer is not."""
+    column = torch.randn(129, 1)
+    assert column.T.stride() == (1, 1) and _C.cpu_gemm_operand_ready(column.T)
+    assert _C.cpu_gemm_operand_ready(column.bfloat16())
+    assert not _C.cpu_gemm_operand_ready(torch.randn(3, 1).expand(3, 5))  # overlapping rows

@@ -47,6 +47,11 @@ Padding padding_of(const at::Tensor& m) {
   if (m.numel() == 0 || (layout.strided_lines && layout.ld == layout.extent)) {
     return Padding::kNone;
   }
+  // One line with a smaller stride (a size-1 dimension's stride means nothing): no ld
+  // beyond the line, so an engine is told ld = extent.
+  if (layout.strided_lines && layout.outer == 1 && layout.ld < layout.extent) {
+    return Padding::kNone;
+  }
   const auto size = static_cast<size_t>(m.element_size());
   if (!layout.strided_lines || layout.ld < layout.extent || (size != 2 && size != 4)) {
     return Padding::kOther;  // no BLAS layout: an engine would be handed a copy anyway
