@@ -12,6 +12,10 @@ A row is one provider's timing of one op at one size on one machine:
     torch, date
     load_1m                              the 1-minute load average when the run started:
                                          above the thread count, other processes competed
+    engine_tflops                        every available GEMM engine's TFLOP/s on the
+                                         first-use block ("onednn=0.317 avx512bf16=0.595
+                                         portable=0.167"): how close the engine choice was
+                                         on this CPU class (empty in rows before 2026-12-01)
 
 Rows are appended; a reader keeps the newest row per key (every field up to engine, and
 the date: runs of different days stay side by side).
@@ -53,6 +57,7 @@ class ResultRow:
     torch: str = torch.__version__
     date: str = dataclasses.field(default_factory=lambda: datetime.date.today().isoformat())
     load_1m: float | None = None
+    engine_tflops: str = ""
 
 
 FIELDS = [f.name for f in dataclasses.fields(ResultRow)]
@@ -75,17 +80,20 @@ def timing_fields(samples: list[float], rounds: int) -> dict:
 
 
 def machine_fields() -> dict:
-    """threads, cpu_model, amx_bf16, avx512_bf16, engine and load_1m of this process."""
+    """threads, cpu_model, amx_bf16, avx512_bf16, engine, load_1m and engine_tflops of this
+    process."""
     from ascend_ops.cpu_info import cpu_info, gemm_engine_report
 
     info = cpu_info()
     try:
-        engine = gemm_engine_report().engine
+        report = gemm_engine_report()
+        engine = report.engine
+        tflops = " ".join(f"{name}={t:.3f}" for name, t in report.tflops.items())
     except RuntimeError:  # the native library is not loaded
-        engine = "none"
+        engine, tflops = "none", ""
     return {"threads": torch.get_num_threads(), "cpu_model": info.model,
             "amx_bf16": int(info.amx_bf16), "avx512_bf16": int(info.avx512_bf16), "engine": engine,
-            "load_1m": round(os.getloadavg()[0], 2)}
+            "load_1m": round(os.getloadavg()[0], 2), "engine_tflops": tflops}
 
 
 def append_rows(path: pathlib.Path, rows: list[ResultRow]) -> None:

@@ -1,8 +1,17 @@
+import os
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ascend_ops import testing
+
+# Every test (and every process a test starts: they inherit the environment) runs with the
+# GEMM operand contract checked and the kernels' scratch poisoned with NaN, so a NaN or Inf
+# outside an operand's logical region that an engine could read fails the suite on any CPU,
+# not only on one whose oneDNN reads it (docs/cpu_kernels.md, "The operand contract").
+os.environ.setdefault("ASCEND_OPS_CPU_CHECK_GEMM_OPERANDS", "1")
+os.environ.setdefault("ASCEND_OPS_CPU_POISON_SCRATCH", "1")
 
 
 def clone_inputs(inputs: dict) -> dict:

@@ -28,10 +28,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(world: int, out: pathlib.Path) -> list[dict]:
-    """Run `world` ranks of distributed_worker.py; their saved results, rank by rank."""
+def launch(world: int, out: pathlib.Path, engine: str | None = None) -> list[dict]:
+    """Run `world` ranks of distributed_worker.py (on the GEMM `engine` forced, else the
+    measured one); their saved results, rank by rank."""
     port = free_port()
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
+    forced = {"ASCEND_OPS_CPU_GEMM": engine} if engine else {}
+    env = {**os.environ, **forced, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(pathlib.Path(ascend_ops.__file__).parents[1]),
                                                        os.environ.get("PYTHONPATH")]))}
     procs = [subprocess.Popen([sys.executable, worker.__file__, str(rank), str(world), str(port), str(out)],
@@ -50,10 +52,14 @@ def launch(world: int, out: pathlib.Path) -> list[dict]:
     return [torch.load(out / f"rank{rank}.pt") for rank in range(world)]
 
 
-@pytest.fixture(scope="module", params=[2, 3], ids=lambda w: f"{w}ranks")
+# Two ranks on each engine the gradient cache runs on (forced), three on the measured one.
+RANK_RUNS = [(2, e) for e in ascend_ops._C.cpu_gemm_engines() if e != "portable"] + [(3, None)]
+
+
+@pytest.fixture(scope="module", params=RANK_RUNS, ids=lambda r: f"{r[0]}ranks-{r[1] or 'auto'}")
 def ranks(request, tmp_path_factory):
-    world = request.param
-    return world, launch(world, tmp_path_factory.mktemp(f"dist{world}"))
+    world, engine = request.param
+    return world, launch(world, tmp_path_factory.mktemp(f"dist{world}"), engine)
 
 
 def f64_cross_entropy(input, weight, target, reduction, grad=None):

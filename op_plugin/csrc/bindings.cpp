@@ -7,6 +7,7 @@
 #include "cpu/bf16_gemm.h"
 #include "cpu/bf16_matrix.h"
 #include "cpu/gemm.h"
+#include "cpu/gemm_operands.h"
 #include "cpu/lce_grad_cache.h"
 #include "validation.h"
 
@@ -134,6 +135,22 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // python/ascend_ops/vocab_parallel.py, which checks the arguments.
   m.def("cpu_scratch_ld", &ascend_ops::cpu::scratch_ld, py::arg("n"),
         "Leading dimension (>= n) the CPU kernels give a bf16 scratch matrix of n columns.");
+  m.def("cpu_scratch_empty",
+        [](std::vector<int64_t> sizes, at::ScalarType dtype) {
+          return ascend_ops::cpu::scratch_empty(sizes, at::TensorOptions().dtype(dtype));
+        },
+        py::arg("sizes"), py::arg("dtype"),
+        "torch.empty for a kernel's scratch; NaN-filled with ASCEND_OPS_CPU_POISON_SCRATCH=1.");
+  m.def("cpu_gemm_operand_ready", &ascend_ops::cpu::dense_or_zero_padded, py::arg("matrix"),
+        "Whether a 2-D operand may be handed to oneDNN as it is: dense, or zero-padded.");
+  m.def("cpu_check_gemm_operand",
+        [](const at::Tensor& matrix, const std::string& role) {
+          ascend_ops::cpu::check_handed_operand(matrix, role.c_str(),
+                                                ascend_ops::cpu::GemmEngine::kOneDnn);
+        },
+        py::arg("matrix"), py::arg("role"),
+        "The check the GEMM layer makes of each operand it hands to oneDNN under "
+        "ASCEND_OPS_CPU_CHECK_GEMM_OPERANDS=1 (a no-op without it).");
   m.def("lce_cache_engine", [](at::ScalarType dtype) { return ascend_ops::cpu::lce_cache_engine(dtype); },
         py::arg("dtype"));
   m.def("lce_chunk_statistics", &ascend_ops::cpu::lce_chunk_statistics, py::arg("input_chunk"),

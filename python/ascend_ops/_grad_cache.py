@@ -82,8 +82,9 @@ def forward(x, weight, columns, owned, row_scale, chunk_rows, combine):
     (logits_max, sum_exp_logits, predicted_logits, owners)."""
     native = _extension.native()
     bt, vocab = x.size(0), weight.size(0)
-    grad_cache = torch.empty(bt, native.cpu_scratch_ld(vocab), dtype=x.dtype)
-    logits = torch.empty(min(chunk_rows, bt), vocab, dtype=torch.float32)
+    # scratch: NaN-filled under ASCEND_OPS_CPU_POISON_SCRATCH=1 (tests)
+    grad_cache = native.cpu_scratch_empty([bt, native.cpu_scratch_ld(vocab)], x.dtype)
+    logits = native.cpu_scratch_empty([min(chunk_rows, bt), vocab], torch.float32)
     statistics = []
     for r0 in range(0, bt, chunk_rows):
         rows = slice(r0, min(bt, r0 + chunk_rows))

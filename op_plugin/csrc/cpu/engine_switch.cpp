@@ -50,6 +50,24 @@ std::optional<GemmEngine> forced_gemm_engine() {
   return forced;
 }
 
+namespace {
+
+bool debug_switch(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    return false;
+  }
+  TORCH_CHECK_VALUE(std::strcmp(value, "1") == 0 || std::strcmp(value, "0") == 0, name,
+                    " must be 1 or 0; got '", value, "'");
+  return *value == '1';
+}
+
+}  // namespace
+
+bool gemm_operand_check_enabled() { return debug_switch("ASCEND_OPS_CPU_CHECK_GEMM_OPERANDS"); }
+
+bool scratch_poison_enabled() { return debug_switch("ASCEND_OPS_CPU_POISON_SCRATCH"); }
+
 bool portable_forced() {
   const std::optional<GemmEngine> forced = forced_gemm_engine();
   return forced.has_value() && *forced == GemmEngine::kPortable;

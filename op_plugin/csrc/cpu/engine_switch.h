@@ -6,6 +6,13 @@
 //
 // "portable" also sends the non-GEMM kernels (batch_norm_reduce_backward's sums) to their
 // portable loops; the other values concern the GEMM layer (gemm.h) only.
+//
+// Two debug switches (0 or 1, default 0) make the operand contract of the GEMM layer
+// testable on any CPU (gemm_operands.h); the test suite turns both on:
+//
+//   ASCEND_OPS_CPU_CHECK_GEMM_OPERANDS = 1  every operand handed to oneDNN / ATen must be
+//                                           dense or zero-padded, else RuntimeError
+//   ASCEND_OPS_CPU_POISON_SCRATCH = 1       the kernels' scratch buffers start as NaN
 #pragma once
 
 #include <optional>
@@ -24,6 +31,11 @@ std::optional<GemmEngine> forced_gemm_engine();
 
 // True when the environment forces the portable path.
 bool portable_forced();
+
+// The two debug switches above. Throw ValueError naming the variable on a value other
+// than 0 or 1.
+bool gemm_operand_check_enabled();
+bool scratch_poison_enabled();
 
 }  // namespace cpu
 }  // namespace ascend_ops

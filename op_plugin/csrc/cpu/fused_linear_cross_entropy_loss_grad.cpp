@@ -8,11 +8,11 @@
 //     logits_c [BT, vc] = x @ W_c.T           bf16 GEMM, fp32 out (memory-saving only)
 //     G_c      [BT, vc] = bf16((P_c - onehot) * grad)   one vectorised pass
 //     dx_acc   [BT, H] += G_c @ W_c            fp32 accumulation across chunks
-//     weight_grad[c]    = bf16(G_c.T @ x)      complete in one GEMM (K = BT), G_c.T
-//                                             transposed once so the GEMM reads it in place
+//     weight_grad[c]    = bf16(G_c.T @ x)      complete in one GEMM (K = BT)
 //   then input_grad = bf16(dx_acc). The GEMMs run on the engine the GEMM layer chose
-//   (gemm.h): onednn (fp32 copies of G and W_c, oneDNN's bf16 kernels) or avx512bf16 (the
-//   own GEMM, G_c.T transposed once per chunk so it reads A row-major).
+//   (gemm.h): onednn (fp32 copies of G and W_c for the fp32-out products, oneDNN's bf16
+//   kernels; weight_grad[c] by its bf16-in/bf16-out GEMM on G_c.T in place, rounded once)
+//   or avx512bf16 (the own GEMM, G_c.T transposed once per chunk so it reads A row-major).
 // * everything else (float16, or the portable engine chosen or forced): rows in chunks,
 //   the layer's portable fp32 GEMMs on widened operands.
 //
@@ -23,6 +23,7 @@
 #include "avx512_kernels.h"
 #include "bf16_matrix.h"
 #include "gemm.h"
+#include "gemm_operands.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -83,25 +84,28 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
 
   // Scratch per vocabulary column of a chunk, for every row: its fp32 logits (memory-saving
   // mode), bf16 G, and bf16 G.T (own GEMM) or fp32 G (oneDNN); plus its fp32 weight_grad row
-  // and, for oneDNN, its fp32 weight row. At least one 32-column panel per chunk.
-  const int64_t per_column =
-      bt * ((recompute ? 4 : 0) + 2 + (own_gemm ? 2 : 4)) + h * 4 + (own_gemm ? 0 : h * 4);
+  // (own GEMM) or its fp32 weight row (oneDNN). At least one 32-column panel per chunk.
+  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2 + (own_gemm ? 2 : 4)) + h * 4;
   const int64_t panel = cpu::kNr;
   const int64_t vc = std::min(vocab, std::max(panel, budget / per_column / panel * panel));
 
-  at::Tensor logits = recompute ? at::empty({bt, vc}, op.grad.options()) : at::Tensor();
+  at::Tensor logits = recompute ? cpu::scratch_empty({bt, vc}, op.grad.options()) : at::Tensor();
   const int64_t ld_g = cpu::scratch_ld(vc);
   const int64_t ld_g_t = cpu::scratch_ld(bt);
-  at::Tensor g = at::empty({bt, ld_g}, op.input.options());  // BT x vc, bf16
-  at::Tensor g_t = own_gemm ? at::empty({vc, ld_g_t}, op.input.options())  // vc x BT, bf16
+  at::Tensor g = cpu::scratch_empty({bt, ld_g}, op.input.options());  // BT x vc, bf16
+  at::Tensor g_t = own_gemm ? cpu::scratch_empty({vc, ld_g_t}, op.input.options())  // vc x BT
                             : at::Tensor();
-  at::Tensor dw_chunk = at::empty({vc, h}, op.grad.options());  // vc x H, fp32
-  at::Tensor dx_acc = at::empty({bt, h}, op.grad.options());    // BT x H, fp32
+  at::Tensor dw_chunk = own_gemm ? cpu::scratch_empty({vc, h}, op.grad.options())  // vc x H
+                                 : at::Tensor();
+  at::Tensor dx_acc = cpu::scratch_empty({bt, h}, op.grad.options());    // BT x H, fp32
   const GemmOperand x(op.input);  // BT x H; oneDNN widens it once, for every chunk
   uint16_t* g_bits = cpu::bf16_bits(g);
   const float* scale = op.grad.const_data_ptr<float>();
   const float* row_max = recompute ? op.logits_max.const_data_ptr<float>() : nullptr;
   const float* sum_exp = recompute ? op.sum_exp_logits.const_data_ptr<float>() : nullptr;
+  // oneDNN reads G_c.T in place (gemm_rounded), so g's columns past the chunk are kept zero
+  // (gemm_operands.h): [zero_from, ld_g) are; a shorter last chunk zeroes a few more.
+  int64_t zero_from = ld_g;
 
   for (int64_t v0 = 0; v0 < vocab; v0 += vc) {
     const int64_t cols = std::min(vc, vocab - v0);
@@ -129,16 +133,23 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
     });
     const GemmOperand g_c(g.narrow(1, 0, cols));  // BT x cols
     cpu::gemm(g_c, w_chunk, dx_acc, v0 > 0, engine);  // dx_acc += G_c @ W_c
-    at::Tensor dw = dw_chunk.narrow(0, 0, cols);     // cols x H
     if (own_gemm) {
       // weight_grad[c] = G_c.T @ x, with G_c.T made row-major first: the own GEMM reads a
       // row-major A in place but would repack a transposed one for every column tile.
+      at::Tensor dw = dw_chunk.narrow(0, 0, cols);  // cols x H
       cpu::transpose_bf16(g_bits, bt, cols, ld_g, cpu::bf16_bits(g_t), ld_g_t);
       cpu::gemm(GemmOperand(g_t.narrow(0, 0, cols).narrow(1, 0, bt)), x, dw, false, engine);
+      cpu::round_rows(dw.const_data_ptr<float>(), cols, h, h, cpu::bf16_bits(weight_grad) + v0 * h, h);
     } else {
-      cpu::gemm(g_c.t(), x, dw, false, engine);
+      // K = BT is complete: oneDNN's bf16 GEMM rounds its fp32 sums once (SPEC §1), with no
+      // fp32 copy of G_c nor fp32 result (measured 2x faster than the fp32-out product).
+      if (cols < zero_from) {
+        g.narrow(1, cols, zero_from - cols).zero_();
+        zero_from = cols;
+      }
+      at::Tensor dw = weight_grad.narrow(0, v0, cols);  // cols x H, bf16
+      cpu::gemm_rounded(g_c.t(), x, dw, engine);
     }
-    cpu::round_rows(dw.const_data_ptr<float>(), cols, h, h, cpu::bf16_bits(weight_grad) + v0 * h, h);
   }
   cpu::round_rows(dx_acc.const_data_ptr<float>(), bt, h, h, cpu::bf16_bits(input_grad), h);
 }
@@ -183,11 +194,11 @@ void flce_portable(const FlceOperands& op, int64_t budget, at::Tensor& input_gra
 
   const GemmOperand weight(op.weight);  // V x H, widened once
   const float* g_up = op.grad.const_data_ptr<float>();
-  at::Tensor g_chunk = at::empty({chunk_rows, vocab}, op.input.options());  // rows x V, half
-  at::Tensor logits_chunk = recompute ? at::empty({chunk_rows, vocab}, op.grad.options())
-                                      : at::Tensor();                       // rows x V, fp32
-  at::Tensor dx_chunk = at::empty({chunk_rows, h}, op.grad.options());      // rows x H, fp32
-  at::Tensor dw_acc = at::empty({vocab, h}, op.grad.options());             // V x H, fp32
+  at::Tensor g_chunk = cpu::scratch_empty({chunk_rows, vocab}, op.input.options());  // rows x V
+  at::Tensor logits_chunk = recompute ? cpu::scratch_empty({chunk_rows, vocab}, op.grad.options())
+                                      : at::Tensor();                  // rows x V, fp32
+  at::Tensor dx_chunk = cpu::scratch_empty({chunk_rows, h}, op.grad.options());  // rows x H, fp32
+  at::Tensor dw_acc = cpu::scratch_empty({vocab, h}, op.grad.options());         // V x H, fp32
   T* g = g_chunk.mutable_data_ptr<T>();
 
   for (int64_t row0 = 0; row0 < bt; row0 += chunk_rows) {
@@ -228,8 +239,9 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
   check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes);
   const int64_t budget = scratch_budget(scratch_bytes);
   const int64_t bt = input.size(0);
-  at::Tensor input_grad = at::empty(input.sizes(), input.options());
-  at::Tensor weight_grad = at::empty(weight.sizes(), weight.options());
+  // Every element is written below (poisoned in tests, as scratch is).
+  at::Tensor input_grad = cpu::scratch_empty(input.sizes(), input.options());
+  at::Tensor weight_grad = cpu::scratch_empty(weight.sizes(), weight.options());
   if (bt == 0 || input.size(1) == 0 || weight.size(0) == 0) {
     // No rows: nothing flows back to the weight. H == 0 or V == 0: empty products.
     input_grad.zero_();

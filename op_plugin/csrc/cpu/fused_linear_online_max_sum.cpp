@@ -13,6 +13,7 @@
 // engine it chose for the dtype (float16: portable, which widens chunk and block to fp32).
 #include "../validation.h"
 #include "gemm.h"
+#include "gemm_operands.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -50,7 +51,7 @@ void online_max_sum(const at::Tensor& input, const at::Tensor& weight,
   const int64_t block = std::clamp<int64_t>(kWeightBlockBytes / std::max<int64_t>(1, h * 4), 1,
                                             std::max<int64_t>(vocab, 1));
   const int64_t chunk = std::clamp<int64_t>(kRowChunkBytes / ((h + block) * 4), 1, bt);
-  at::Tensor logits_buffer = at::empty({chunk * block}, input.options().dtype(at::kFloat));
+  at::Tensor logits_buffer = cpu::scratch_empty({chunk * block}, input.options().dtype(at::kFloat));
   const cpu::GemmEngine engine = cpu::gemm_engine(input.scalar_type());
 
   for (int64_t row0 = 0; row0 < bt; row0 += chunk) {

@@ -2,6 +2,7 @@
 
 #include "bf16_gemm.h"
 #include "bf16_matrix.h"
+#include "gemm_operands.h"
 
 #include <ATen/Context.h>
 
@@ -130,10 +131,14 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
   // precision the user set for their own matmuls.
   const MatmulPrecisionGuard precision(engine == GemmEngine::kOneDnn ? at::Float32Precision::BF16
                                                                      : at::Float32Precision::IEEE);
+  const at::Tensor a_f32 = a.widened();  // dense copies: no padding to read
+  const at::Tensor b_f32 = b.widened();
+  check_handed_operand(a_f32, "A", engine);
+  check_handed_operand(b_f32, "B", engine);
   if (accumulate) {
-    c.addmm_(a.widened(), b.widened());
+    c.addmm_(a_f32, b_f32);
   } else {
-    at::mm_out(c, a.widened(), b.widened());
+    at::mm_out(c, a_f32, b_f32);
   }
 }
 
@@ -150,7 +155,13 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
     return;
   }
   if (engine == GemmEngine::kOneDnn) {
-    at::mm_out(out, a.half(), b.half());  // bf16 in, fp32 accumulation, bf16 out
+    // oneDNN reads the operands in place, padding included (gemm_operands.h): a padded
+    // view whose padding is not zero is multiplied from a dense copy instead.
+    const at::Tensor a_half = engine_ready(a.half());
+    const at::Tensor b_half = engine_ready(b.half());
+    check_handed_operand(a_half, "A", engine);
+    check_handed_operand(b_half, "B", engine);
+    at::mm_out(out, a_half, b_half);  // bf16 in, fp32 accumulation, bf16 out
     return;
   }
   const MatmulPrecisionGuard precision(at::Float32Precision::IEEE);

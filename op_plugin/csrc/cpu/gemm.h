@@ -16,7 +16,8 @@
 //   portable    ATen's fp32 GEMM (IEEE) on fp32 copies; any CPU, bf16 and float16.
 //
 // For bf16 the engine is chosen by measurement (gemm_engine()); ASCEND_OPS_CPU_GEMM forces
-// one (engine_switch.h). Each engine sums every element in an order fixed by the shape and
+// one (engine_switch.h). Operands may be views of any strides; oneDNN and ATen are handed
+// only dense or zero-padded ones (gemm_operands.h), the own GEMM reads the logical region. Each engine sums every element in an order fixed by the shape and
 // the thread count: results are bitwise reproducible for a given engine and thread count.
 #pragma once
 
@@ -59,8 +60,8 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
 // out = half(A @ B) on `engine`: the fp32 sums of gemm() rounded once to out's dtype (A's),
 // for a product whose K is complete in one call. `out` is a half [m, n] view with
 // contiguous rows. No fp32 [m, n] is held on avx512bf16 (per-thread row chunks) nor on
-// onednn (oneDNN's bf16 GEMM writes bf16 from its fp32 accumulators); portable rounds an
-// fp32 product.
+// onednn (oneDNN's bf16 GEMM writes bf16 from its fp32 accumulators, on the operands in
+// place when dense or zero-padded, else on a dense copy); portable rounds an fp32 product.
 void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out, GemmEngine engine);
 
 // Engines that run bf16 GEMMs on this CPU (portable always).

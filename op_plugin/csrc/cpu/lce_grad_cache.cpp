@@ -3,6 +3,7 @@
 #include "avx512_kernels.h"
 #include "bf16_matrix.h"
 #include "gemm.h"
+#include "gemm_operands.h"
 
 #include <ATen/Parallel.h>
 
@@ -46,7 +47,8 @@ void backward_input_grad(const at::Tensor& g, const float* s, const at::Tensor& 
   } else {
     const int64_t ld = scratch_ld(vocab);
     const int64_t block = std::clamp<int64_t>(kSlabBytes / (ld * 2), 1, bt);
-    at::Tensor scaled = at::empty({block, ld}, input_grad.options());
+    at::Tensor scaled = scratch_empty({block, ld}, input_grad.options());
+    zero_padding_columns(scaled, vocab);  // so oneDNN takes the padded rows in place
     for (int64_t r0 = 0; r0 < bt; r0 += block) {
       const int64_t rows = std::min(block, bt - r0);
       rescale_rows_bf16(bf16_bits(g) + r0 * ld_g, rows, vocab, ld_g, s + r0, bf16_bits(scaled), ld);
@@ -65,9 +67,10 @@ void backward_weight_grad(const at::Tensor& g, const float* s, const at::Tensor&
   const GemmOperand x(input.contiguous());
   const int64_t ld_t = scratch_ld(bt);
   const int64_t slab = std::clamp<int64_t>(kSlabBytes / (ld_t * 2), 1, vocab);
-  at::Tensor g_t = at::empty({slab, ld_t}, input.options());  // slab x BT
+  at::Tensor g_t = scratch_empty({slab, ld_t}, input.options());  // slab x BT
+  zero_padding_columns(g_t, bt);  // so oneDNN takes the padded rows in place
   const int64_t ld_scaled = scratch_ld(slab);
-  at::Tensor scaled = s != nullptr ? at::empty({bt, ld_scaled}, input.options()) : at::Tensor();
+  at::Tensor scaled = s != nullptr ? scratch_empty({bt, ld_scaled}, input.options()) : at::Tensor();
   for (int64_t v0 = 0; v0 < vocab; v0 += slab) {
     const int64_t cols = std::min(slab, vocab - v0);
     const uint16_t* src = bf16_bits(g) + v0;
@@ -111,7 +114,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
   // panels evict each other in L1 (bf16_matrix.h), so such a chunk is copied once.
   at::Tensor x = input_chunk;
   if (engine == GemmEngine::kAvx512Bf16 && (x.stride(0) * 2) % 2048 == 0) {
-    x = at::empty({rows, scratch_ld(h)}, x.options()).narrow(1, 0, h);
+    x = scratch_empty({rows, scratch_ld(h)}, x.options()).narrow(1, 0, h);
     x.copy_(input_chunk);
   }
   const GemmOperand x_op(x);  // onednn widens it once for every weight block
@@ -160,6 +163,7 @@ void lce_write_grad_rows(const at::Tensor& logits, const at::Tensor& global_max,
                          const at::Tensor& row_scale, at::Tensor& grad_rows) {
   const int64_t rows = grad_rows.size(0);
   const int64_t vocab = std::min(grad_rows.size(1), logits.size(1));
+  const int64_t width = grad_rows.size(1);  // vocab and the cache's row padding
   TORCH_INTERNAL_ASSERT(grad_rows.scalar_type() == at::kBFloat16 && grad_rows.stride(1) == 1 &&
                         logits.size(0) >= rows && logits.stride(1) == 1 &&
                         global_max.numel() == rows && global_sum.numel() == rows &&
@@ -178,6 +182,8 @@ void lce_write_grad_rows(const at::Tensor& logits, const at::Tensor& global_max,
       // The FLCE kernel's recompute formula on the same logits and statistics.
       write_logits_grad_row(l + i * ld_l, vocab, /*recompute=*/true, big_m[i], 1.0f / big_s[i],
                             scale[i], column[i], g + i * ld_g);
+      // The row's padding is zeroed, so the backward hands the cache to oneDNN in place.
+      std::fill(g + i * ld_g + vocab, g + i * ld_g + width, uint16_t{0});
     }
   });
 }
@@ -209,11 +215,11 @@ std::tuple<at::Tensor, at::Tensor> lce_cached_backward(const at::Tensor& grad_ca
   const float* s = scale.defined() ? scale.const_data_ptr<float>() : nullptr;
 
   if (want_input_grad) {
-    input_grad = at::empty(input.sizes(), input.options());
+    input_grad = scratch_empty(input.sizes(), input.options());  // all written
     backward_input_grad(g, s, weight, input_grad, engine);
   }
   if (want_weight_grad) {
-    weight_grad = at::empty(weight.sizes(), weight.options());
+    weight_grad = scratch_empty(weight.sizes(), weight.options());  // all written
     backward_weight_grad(g, s, input, weight_grad, engine);
   }
   return {input_grad, weight_grad};

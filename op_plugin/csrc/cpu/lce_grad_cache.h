@@ -43,7 +43,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
 // logits lce_chunk_statistics left in logits_buffer and the global statistics:
 //   G[i, j] = bf16((exp(logits[i, j] - global_max[i]) / global_sum[i]
 //                   - (j == columns[i])) * row_scale[i])
-// the FLCE kernel's memory-saving formula (SPEC §1), row by row.
+// the FLCE kernel's memory-saving formula (SPEC §1), row by row; grad_rows' columns past V
+// (the cache's row padding) are set to 0, so oneDNN may read the cache in place.
 void lce_write_grad_rows(const at::Tensor& logits_buffer, const at::Tensor& global_max,
                          const at::Tensor& global_sum, const at::Tensor& columns,
                          const at::Tensor& row_scale, at::Tensor& grad_rows);
