@@ -20,6 +20,7 @@ import torch
 import torch.distributed as dist
 
 import ascend_ops
+import bn_accuracy
 from ascend_ops import _grad_cache
 
 H = 24
@@ -152,12 +153,35 @@ def run_bn(rank: int, world: int) -> dict:
     return results
 
 
+def run_bn_accuracy(rank: int, world: int) -> dict:
+    """bn_accuracy's cases for this world size, one SyncBatchNorm step each per dtype."""
+    results = {}
+    for name, case_world in bn_accuracy.CASE_WORLD.items():
+        if case_world != world:
+            continue
+        for dtype in bn_accuracy.DTYPES:
+            p = bn_accuracy.problem(name, dtype)
+            x, dy = p["xs"][rank].clone().requires_grad_(), p["dys"][rank]
+            bn = ascend_ops.nn.SyncBatchNorm(x.size(1), eps=bn_accuracy.EPS,
+                                             momentum=bn_accuracy.MOMENTUM, dtype=dtype)
+            with torch.no_grad():
+                for key, value in p["params"].items():
+                    getattr(bn, key).copy_(value)
+            y = bn(x)
+            y.backward(dy)
+            results[(name, dtype)] = dict(y=y.detach(), dx=x.grad, weight_grad=bn.weight.grad,
+                                          bias_grad=bn.bias.grad, running_mean=bn.running_mean,
+                                          running_var=bn.running_var)
+    return results
+
+
 def main(rank: int, world: int, port: int, out: pathlib.Path) -> None:
     torch.set_num_threads(1)  # ranks share the machine's cores
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=60))
     try:
-        torch.save(dict(lce=run_lce(rank, world), bn=run_bn(rank, world)), out / f"rank{rank}.pt")
+        torch.save(dict(lce=run_lce(rank, world), bn=run_bn(rank, world),
+                        bn_accuracy=run_bn_accuracy(rank, world)), out / f"rank{rank}.pt")
     finally:
         gc.collect()  # free the group's last users while it lives (scripts/train_demo.py)
         dist.destroy_process_group()

@@ -153,9 +153,29 @@ def test_runs_aten_sync_ops_without_a_float64_copy_of_the_input():
     x = torch.randn(8, 4, 6, 6, requires_grad=True)
     with Log() as log:
         bn(x).sum().backward()
-    for op in _aten.OPS:
+    # On CPU the statistics come from our batch_norm_stats kernel before its rounding
+    # (ascend_ops._C.batch_norm_stats_float64, not through the dispatcher); the other
+    # four steps are aten's ops.
+    assert "batch_norm_stats" not in log.ops
+    for op in set(_aten.OPS) - {"batch_norm_stats"}:
         assert op in log.ops, f"{op} not called: {log.ops}"
     assert max(log.f64_numels, default=0) < x.numel(), "a float64 tensor the size of the input"
+
+
+def test_gathers_unrounded_statistics_on_cpu(monkeypatch):
+    # |mean| >> std: a float32 mean (steps of 1e-3 at 1e4) would put the variance 6e-5 off.
+    from ascend_ops.nn import sync_batch_norm
+
+    x = torch.randn(6, 3, 5, 5, generator=torch.Generator().manual_seed(3)) + 1e4
+    mean, invstd = sync_batch_norm._batch_norm_stats(x, 1e-5)
+    assert mean.dtype == invstd.dtype == torch.float64
+    torch.testing.assert_close(mean, x.double().mean((0, 2, 3)), rtol=1e-13, atol=0)
+    torch.testing.assert_close(invstd, (x.double().var((0, 2, 3), unbiased=False) + 1e-5).rsqrt(),
+                               rtol=1e-10, atol=0)
+    # Where our kernel does not serve aten::batch_norm_stats, torch's op (and its dtype).
+    monkeypatch.setattr(_aten, "serves", lambda op: False)
+    mean32, _ = sync_batch_norm._batch_norm_stats(x, 1e-5)
+    assert mean32.dtype == torch.float32
 
 
 def test_aten_batch_norm_backward_reduce_runs_on_cpu():

@@ -3,6 +3,7 @@
 // kernels, so every implementation rejects bad input with the same message.
 #include "aten_registration.h"
 #include "cpu/avx512_kernels.h"
+#include "cpu/batch_norm_kernels.h"
 #include "cpu/batch_norm_loops.h"
 #include "cpu/bf16_gemm.h"
 #include "cpu/bf16_matrix.h"
@@ -113,6 +114,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("op"),
         "Register our CPU kernel of aten::<op>; the caller checks that none is registered. "
         "Returns false if this library already registered it.");
+  m.def("batch_norm_stats_float64", &ascend_ops::batch_norm_stats_float64_cpu, py::arg("input"),
+        py::arg("eps"),
+        "aten::batch_norm_stats on CPU before its outputs are rounded: float64 (mean, invstd).");
   m.def("cpu_batch_norm_engine", [] { return std::string(ascend_ops::cpu::bn_loops().engine); },
         "The build of the batch-norm loops this CPU runs: 'avx512' or 'portable'.");
   m.def("batch_norm_reduce_output_dtype", &ascend_ops::batch_norm_reduce_output_dtype,

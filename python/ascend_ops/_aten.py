@@ -29,7 +29,12 @@ def register() -> bool:
         else:
             native().register_aten_batch_norm_cpu(op)
             _status[op] = "registered: ascend_ops serves it on CPU"
-    return all(s.startswith("registered") for s in _status.values())
+    return all(serves(op) for op in OPS)
+
+
+def serves(op: str) -> bool:
+    """True when our kernel serves aten::<op> on CPU in this process."""
+    return _status[op].startswith("registered")
 
 
 def status() -> str:

@@ -32,96 +32,6 @@ inline __m512 load_bf16(const uint16_t* p, __mmask16 mask) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
 
-inline __m512 load_f32(const float* p, __mmask16 mask) { return _mm512_maskz_loadu_ps(mask, p); }
-
-inline __m512 load_f16(const uint16_t* p, __mmask16 mask) {
-  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p));
-}
-
-// Σ dy and Σ dy·(x − mean) over `runs` runs of `run_length` contiguous elements,
-// `run_stride` elements apart (one channel's rows). Four accumulators each hide the
-// add/FMA latency; they are flushed into the double sums once at least kBnFlush elements
-// went in, so short runs do not each pay a horizontal reduction.
-inline float fold4(__m512 v0, __m512 v1, __m512 v2, __m512 v3) {
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(v0, v1), _mm512_add_ps(v2, v3)));
-}
-
-template <typename T, typename Load>
-inline void run_sums(const T* dy, const T* x, int64_t runs, int64_t run_length,
-                     int64_t run_stride, float mean, double* sum_dy, double* sum_dy_xmu,
-                     Load load) {
-  const __m512 vmean = _mm512_set1_ps(mean);
-  const __m512 zero = _mm512_setzero_ps();
-  __m512 a0 = zero, a1 = zero, a2 = zero, a3 = zero;
-  __m512 b0 = zero, b1 = zero, b2 = zero, b3 = zero;
-  int64_t pending = 0;
-  for (int64_t run = 0; run < runs; ++run) {
-    const T* dy_run = dy + run * run_stride;
-    const T* x_run = x + run * run_stride;
-    for (int64_t start = 0; start < run_length; start += kBnFlush) {
-      const int64_t stop = min64(run_length, start + kBnFlush);
-      int64_t j = start;
-      for (; j + 64 <= stop; j += 64) {
-        const __m512 d0 = load(dy_run + j, 0xFFFF), d1 = load(dy_run + j + 16, 0xFFFF);
-        const __m512 d2 = load(dy_run + j + 32, 0xFFFF), d3 = load(dy_run + j + 48, 0xFFFF);
-        a0 = _mm512_add_ps(a0, d0);
-        a1 = _mm512_add_ps(a1, d1);
-        a2 = _mm512_add_ps(a2, d2);
-        a3 = _mm512_add_ps(a3, d3);
-        b0 = _mm512_fmadd_ps(d0, _mm512_sub_ps(load(x_run + j, 0xFFFF), vmean), b0);
-        b1 = _mm512_fmadd_ps(d1, _mm512_sub_ps(load(x_run + j + 16, 0xFFFF), vmean), b1);
-        b2 = _mm512_fmadd_ps(d2, _mm512_sub_ps(load(x_run + j + 32, 0xFFFF), vmean), b2);
-        b3 = _mm512_fmadd_ps(d3, _mm512_sub_ps(load(x_run + j + 48, 0xFFFF), vmean), b3);
-      }
-      for (; j < stop; j += 16) {
-        const __mmask16 mask = first_lanes(stop - j);
-        const __m512 d = load(dy_run + j, mask);
-        a0 = _mm512_add_ps(a0, d);
-        b0 = _mm512_fmadd_ps(d, _mm512_maskz_sub_ps(mask, load(x_run + j, mask), vmean), b0);
-      }
-      pending += stop - start;
-      if (pending >= kBnFlush || (run + 1 == runs && stop == run_length)) {
-        // Flush at a run boundary once kBnFlush elements went in, and at the very end.
-        *sum_dy += fold4(a0, a1, a2, a3);
-        *sum_dy_xmu += fold4(b0, b1, b2, b3);
-        a0 = a1 = a2 = a3 = b0 = b1 = b2 = b3 = zero;
-        pending = 0;
-      }
-    }
-  }
-}
-
-// Per-channel sums over rows of a channels-innermost block: one sequential pass over
-// the rows, the fp32 accumulators of all channels kept in `scratch` (L1-sized for
-// C <= 2048).
-template <typename T, typename Load>
-inline void rows_sums(const T* dy, const T* x, int64_t rows, int64_t channels, int64_t row_stride,
-                      const float* mean, float* scratch, double* sum_dy, double* sum_dy_xmu,
-                      Load load) {
-  float* acc_dy = scratch;
-  float* acc_dy_xmu = scratch + channels;
-  for (int64_t r0 = 0; r0 < rows; r0 += kBnRowFlush) {
-    const int64_t r1 = min64(rows, r0 + kBnRowFlush);
-    for (int64_t c = 0; c < channels; ++c) acc_dy[c] = acc_dy_xmu[c] = 0.0f;
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* dy_row = dy + r * row_stride;
-      const T* x_row = x + r * row_stride;
-      for (int64_t c = 0; c < channels; c += 16) {
-        const __mmask16 mask = first_lanes(channels - c);
-        const __m512 d = load(dy_row + c, mask);
-        const __m512 xmu = _mm512_sub_ps(load(x_row + c, mask), _mm512_maskz_loadu_ps(mask, mean + c));
-        _mm512_mask_storeu_ps(acc_dy + c, mask, _mm512_add_ps(_mm512_maskz_loadu_ps(mask, acc_dy + c), d));
-        _mm512_mask_storeu_ps(acc_dy_xmu + c, mask,
-                              _mm512_fmadd_ps(d, xmu, _mm512_maskz_loadu_ps(mask, acc_dy_xmu + c)));
-      }
-    }
-    for (int64_t c = 0; c < channels; ++c) {
-      sum_dy[c] += acc_dy[c];
-      sum_dy_xmu[c] += acc_dy_xmu[c];
-    }
-  }
-}
-
 inline uint32_t load_pair(const uint16_t* p) {
   uint32_t word;
   memcpy(&word, p, sizeof(word));
@@ -356,37 +266,6 @@ void logits_grad_row(const float* src, int64_t cols, bool recompute, float row_m
     }
     const __m256bh h = _mm512_cvtneps_pbh(_mm512_mul_ps(p, vscale));
     _mm256_mask_storeu_epi16(g + j, mask, (__m256i)h);
-  }
-}
-
-void bn_run_sums(BnType type, const void* dy, const void* x, int64_t runs, int64_t run_length,
-                 int64_t run_stride, float mean, double* sum_dy, double* sum_dy_xmu) {
-  switch (type) {
-    case BnType::kFloat32:
-      return run_sums(static_cast<const float*>(dy), static_cast<const float*>(x), runs,
-                      run_length, run_stride, mean, sum_dy, sum_dy_xmu, load_f32);
-    case BnType::kBFloat16:
-      return run_sums(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x), runs,
-                      run_length, run_stride, mean, sum_dy, sum_dy_xmu, load_bf16);
-    case BnType::kFloat16:
-      return run_sums(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x), runs,
-                      run_length, run_stride, mean, sum_dy, sum_dy_xmu, load_f16);
-  }
-}
-
-void bn_rows_sums(BnType type, const void* dy, const void* x, int64_t rows, int64_t channels,
-                  int64_t row_stride, const float* mean, float* scratch, double* sum_dy,
-                  double* sum_dy_xmu) {
-  switch (type) {
-    case BnType::kFloat32:
-      return rows_sums(static_cast<const float*>(dy), static_cast<const float*>(x), rows, channels,
-                       row_stride, mean, scratch, sum_dy, sum_dy_xmu, load_f32);
-    case BnType::kBFloat16:
-      return rows_sums(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x), rows,
-                       channels, row_stride, mean, scratch, sum_dy, sum_dy_xmu, load_bf16);
-    case BnType::kFloat16:
-      return rows_sums(static_cast<const uint16_t*>(dy), static_cast<const uint16_t*>(x), rows,
-                       channels, row_stride, mean, scratch, sum_dy, sum_dy_xmu, load_f16);
   }
 }
 

@@ -1,6 +1,6 @@
 // The AVX512 kernels of the CPU fast paths (avx512_kernels.cpp): the bfloat16 GEMM and
-// logits-gradient pieces of fused_linear_cross_entropy_loss_grad, and the row sums of
-// batch_norm_reduce_backward. Call them only when avx512_kernels_supported() is true.
+// logits-gradient pieces of fused_linear_cross_entropy_loss_grad. Call them only when
+// avx512_kernels_supported() is true.
 //
 // The declarations use plain C types on purpose: the implementation file is compiled
 // for a newer instruction set than the rest of the library, so it must not share any
@@ -74,25 +74,6 @@ void rescale_bf16(const uint16_t* src, int64_t n, float scale, uint16_t* dst);
 constexpr int64_t kExpSumBlock = 1024;
 float row_max(const float* row, int64_t n);
 double exp_sum(const float* row, int64_t n, float row_max);
-
-// batch_norm_reduce_backward. The element type of dy and x:
-enum class BnType { kFloat32, kBFloat16, kFloat16 };
-
-// One channel's rows: `runs` runs of `run_length` contiguous elements, `run_stride`
-// elements apart. Adds Σ dy and Σ dy·(x − mean) to *sum_dy and *sum_dy_xmu; the fp32
-// vector accumulators are flushed into them at the first run boundary after every
-// kBnFlush elements (and at the end).
-constexpr int64_t kBnFlush = 1024;
-void bn_run_sums(BnType type, const void* dy, const void* x, int64_t runs, int64_t run_length,
-                 int64_t run_stride, float mean, double* sum_dy, double* sum_dy_xmu);
-
-// Channels innermost: `rows` rows of `channels` channels, `row_stride` elements apart.
-// Adds each channel's sums over the rows to sum_dy[c] and sum_dy_xmu[c]; `scratch`
-// holds 2 * channels floats (the fp32 accumulators, flushed every kBnRowFlush rows).
-constexpr int64_t kBnRowFlush = 64;
-void bn_rows_sums(BnType type, const void* dy, const void* x, int64_t rows, int64_t channels,
-                  int64_t row_stride, const float* mean, float* scratch, double* sum_dy,
-                  double* sum_dy_xmu);
 
 }  // namespace cpu
 }  // namespace ascend_ops

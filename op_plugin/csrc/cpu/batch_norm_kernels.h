@@ -12,6 +12,12 @@ namespace ascend_ops {
 // (mean, invstd) per channel, float32 (float64 for a float64 input).
 std::tuple<at::Tensor, at::Tensor> batch_norm_stats_cpu(const at::Tensor& input, double eps);
 
+// The same statistics before batch_norm_stats rounds them: float64 for every input dtype.
+// SyncBatchNorm gathers these on CPU: a float32 mean at |mean| >> std (1e4 + N(0, 1):
+// steps of 1e-3) would cost the global variance ~1e-4 of its value.
+std::tuple<at::Tensor, at::Tensor> batch_norm_stats_float64_cpu(const at::Tensor& input,
+                                                                double eps);
+
 // Global (mean, invstd) from per-rank rows of mean/invstd weighted by counts; updates
 // running_mean/running_var in place.
 std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats_with_counts_cpu(

@@ -81,25 +81,6 @@ inline int64_t bn_grain(int64_t elements_per_item) {
   return std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, elements_per_item));
 }
 
-// Adds a channel's stats_lanes (16 sums then 16 sums of squares, float or double by the
-// element type) into its double sums, in lane order, and zeroes them.
-inline void bn_flush_lanes(BnElem type, double* lanes, double* sum, double* sum_sq) {
-  if (type == BnElem::kFloat64) {
-    for (int l = 0; l < 16; ++l) {
-      *sum += lanes[l];
-      *sum_sq += lanes[16 + l];
-      lanes[l] = lanes[16 + l] = 0.0;
-    }
-  } else {
-    float* f = reinterpret_cast<float*>(lanes);
-    for (int l = 0; l < 16; ++l) {
-      *sum += f[l];
-      *sum_sq += f[16 + l];
-      f[l] = f[16 + l] = 0.0f;
-    }
-  }
-}
-
 // Per-channel values as a contiguous tensor of the loops' compute type.
 inline at::Tensor per_channel(const at::Tensor& t, at::ScalarType compute) {
   return t.to(compute).contiguous();

@@ -1,5 +1,5 @@
 // The inner loops of the batch-norm CPU kernels (batch_norm_stats, _elemt,
-// _backward_elemt, and the float64 sums of batch_norm_reduce_backward), compiled twice
+// _backward_elemt, and the sums of batch_norm_reduce_backward), compiled twice
 // from one source (batch_norm_loops.inc): for AVX512 and for any x86-64/ARM CPU. The
 // kernels call them through bn_loops(), which picks the build this CPU runs.
 //
@@ -11,8 +11,10 @@
 //         elements apart (contiguous [N, C, S]: run n of channel c starts at (n*C + c)*S);
 //   rows: `rows` rows of `channels` contiguous channels, `row_stride` elements apart
 //         (channels_last, or [N, C]).
-// Per-channel coefficient arrays (`mean`, `scale`, ...) are float, or double when the
-// element type is kFloat64: the loops compute in that type.
+// Per-channel coefficient arrays of the element-wise loops (`mean`, `scale`, ...) are
+// float, or double when the element type is kFloat64: those loops compute in that type.
+// The two reductions (stats, reduce) convert every element to double and sum in double
+// for every element type.
 #pragma once
 
 #include <stdint.h>
@@ -22,21 +24,17 @@ namespace cpu {
 
 enum class BnElem : int { kFloat32, kFloat64, kFloat16, kBFloat16 };
 
-// The float lanes are flushed into the double sums every kBnLoopFlush elements of a
-// run, or every kBnLoopRowFlush rows: a float sum of 1024 values keeps ~1e-7 relative
-// error per flush.
-constexpr int64_t kBnLoopFlush = 1024;
-constexpr int64_t kBnLoopRowFlush = 64;
+// The run loops add into 16 lane sums then 16 more (element j of a run into lane
+// j % 16): kBnLanes doubles each, flushed by the caller in lane order.
+constexpr int64_t kBnLanes = 16;
 
 struct BnLoops {
-  // Adds Σ (x − shift) and Σ (x − shift)² over n contiguous elements to `lanes` (16 sums
-  // then 16 sums of squares, of the compute type) without flushing them: the caller
-  // flushes into double at least every kBnLoopFlush elements.
-  void (*stats_lanes)(BnElem type, const void* x, int64_t n, double shift, void* lanes);
-  // The same per channel over rows; `scratch` holds 2 * channels coefficients.
+  // Adds Σ (x − shift) and Σ (x − shift)² over n contiguous elements to `lanes`
+  // (kBnLanes sums then kBnLanes sums of squares).
+  void (*stats_lanes)(BnElem type, const void* x, int64_t n, double shift, double* lanes);
+  // The same per channel over rows, straight into sum[c] and sum_sq[c].
   void (*stats_rows)(BnElem type, const void* x, int64_t rows, int64_t channels,
-                     int64_t row_stride, const void* shift, void* scratch, double* sum,
-                     double* sum_sq);
+                     int64_t row_stride, const double* shift, double* sum, double* sum_sq);
   // y = (x − mean) · scale + bias over n contiguous elements of one channel.
   void (*elemt_run)(BnElem type, const void* x, void* y, int64_t n, double mean, double scale,
                     double bias);
@@ -49,13 +47,15 @@ struct BnLoops {
                               int64_t rows, int64_t channels, int64_t row_stride,
                               const void* mean, const void* k, const void* mean_dy,
                               const void* scale);
-  // batch_norm_reduce_backward's Σ dy and Σ dy·(x − mean) for float64 (the other dtypes
-  // have their own kernels in avx512_kernels.cpp and batch_norm_reduce_backward.cpp).
-  void (*reduce_runs_f64)(const double* dy, const double* x, int64_t runs, int64_t run_length,
-                          int64_t run_stride, double mean, double* sum_dy, double* sum_dy_xmu);
-  void (*reduce_rows_f64)(const double* dy, const double* x, int64_t rows, int64_t channels,
-                          int64_t row_stride, const double* mean, double* sum_dy,
-                          double* sum_dy_xmu);
+  // batch_norm_reduce_backward's Σ dy and Σ dy·(x − mean) over `runs` runs of
+  // `run_length` contiguous elements, `run_stride` elements apart, added to `lanes`
+  // (kBnLanes sums of dy then kBnLanes of dy·(x − mean)).
+  void (*reduce_runs)(BnElem type, const void* dy, const void* x, int64_t runs,
+                      int64_t run_length, int64_t run_stride, double mean, double* lanes);
+  // The same per channel over rows, straight into sum_dy[c] and sum_dy_xmu[c].
+  void (*reduce_rows)(BnElem type, const void* dy, const void* x, int64_t rows,
+                      int64_t channels, int64_t row_stride, const double* mean, double* sum_dy,
+                      double* sum_dy_xmu);
   const char* engine;  // "avx512" or "portable", for benchmark rows
 };
 

@@ -1,9 +1,13 @@
 // The AVX512 build of the batch-norm loops (batch_norm_loops.inc): the same source,
 // vectorised 16 floats (8 doubles) wide. bn_loops() selects it only on CPUs with
-// AVX512-F/BW/VL/DQ.
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma")
+// AVX512-F/BW/VL/DQ (every such CPU also has FMA and F16C).
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,f16c")
 
 #include "batch_norm_loops.h"
+
+#include <immintrin.h>  // F16C conversion of float16 loads
+
+#define BN_LOOPS_AVX512 1
 
 namespace ascend_ops {
 namespace cpu {
@@ -14,7 +18,7 @@ namespace {
 
 const BnLoops kLoops = {stats_lanes,         stats_rows,          elemt_run,
                         elemt_rows,         backward_elemt_run,  backward_elemt_rows,
-                        reduce_runs_f64,    reduce_rows_f64,     "avx512"};
+                        reduce_runs,        reduce_rows,         "avx512"};
 }  // namespace bn_avx512
 }  // namespace cpu
 }  // namespace ascend_ops

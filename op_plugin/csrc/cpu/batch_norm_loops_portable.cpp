@@ -4,6 +4,8 @@
 #include "batch_norm_loops.h"
 #include "engine_switch.h"
 
+#define BN_LOOPS_AVX512 0
+
 namespace ascend_ops {
 namespace cpu {
 namespace bn_portable {
@@ -13,7 +15,7 @@ namespace {
 
 const BnLoops kLoops = {stats_lanes,         stats_rows,          elemt_run,
                         elemt_rows,         backward_elemt_run,  backward_elemt_rows,
-                        reduce_runs_f64,    reduce_rows_f64,     "portable"};
+                        reduce_runs,        reduce_rows,         "portable"};
 }  // namespace bn_portable
 
 const BnLoops& bn_loops() {

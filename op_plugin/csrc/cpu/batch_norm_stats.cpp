@@ -2,10 +2,11 @@
 // input [N, C, *] in one pass.
 //
 // Shifted sums: with K[c] the channel's first element, one pass adds Σ (x − K) and
-// Σ (x − K)² (fp32 lanes flushed into double every 1024 elements; double throughout for
-// float64), then mean = K + Σ(x − K)/n and var = Σ(x − K)²/n − (Σ(x − K)/n)². K lies in
-// the data, so |mean − K| is a few std and nothing cancels even when |mean| ≫ std
-// (x = 1e4 + N(0, 1): the sums are O(n), not O(n·1e8)).
+// Σ (x − K)², every element converted to double and every sum a double (as aten's CPU
+// batch norm accumulates float in double), then mean = K + Σ(x − K)/n and
+// var = Σ(x − K)²/n − (Σ(x − K)/n)². K lies in the data, so |mean − K| is a few std and
+// nothing cancels even when |mean| ≫ std (x = 1e4 + N(0, 1): the sums are O(n), not
+// O(n·1e8)); only mean and invstd are rounded, once, to float32.
 //
 // Tasks and their order depend on the shape only (as in batch_norm_reduce_backward.cpp),
 // so the result is bitwise the same for any thread count.
@@ -16,8 +17,8 @@
 #include <ATen/Parallel.h>
 #include <c10/util/irange.h>
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 namespace ascend_ops {
@@ -50,8 +51,8 @@ ShiftedSums sum_row_blocks(const ShiftedSums& task, int64_t row_blocks, int64_t 
 // Runs layout: task = (block of rows, block of channels), read in memory order — row by
 // row, the block's channels' runs one after another — so the prefetcher sees one stream
 // (a channel at a time would jump C·S elements between runs of S: 2x slower at
-// 32x256x28x28, 2.1 vs 1.1 ms on one thread). Each channel keeps its float lanes across the task's rows, flushed
-// into double every ~1024 of its elements.
+// 32x256x28x28, 2.1 vs 1.1 ms on one thread). Each channel keeps its double lanes across
+// the task's rows, added into its sums at the end of the task.
 ShiftedSums runs_sums(const at::Tensor& x, const BnShape& shape, const double* shift) {
   const auto& loops = cpu::bn_loops();
   const cpu::BnElem type = cpu::bn_elem(x.scalar_type());
@@ -62,49 +63,42 @@ ShiftedSums runs_sums(const at::Tensor& x, const BnShape& shape, const double* s
   const int64_t channel_blocks = (c + channel_block - 1) / channel_block;
   const int64_t rows_per_task = std::clamp<int64_t>(kTaskElements / (channel_block * s), 1, n);
   const int64_t row_blocks = (n + rows_per_task - 1) / rows_per_task;
-  const int64_t rows_per_flush = std::max<int64_t>(1, cpu::kBnLoopFlush / s);
-  constexpr int64_t kLaneValues = 32;  // 16 sums, 16 sums of squares
+  constexpr int64_t kLaneValues = 2 * cpu::kBnLanes;  // sums, then sums of squares
   ShiftedSums task(row_blocks * c);  // task (rb, cb) owns [rb * c + its channels]
   at::parallel_for(0, row_blocks * channel_blocks, cpu::bn_grain(rows_per_task * channel_block * s),
                    [&](int64_t begin, int64_t end) {
-    std::vector<double> lanes(channel_block * kLaneValues);  // float or double lanes fit
+    std::vector<double> lanes(channel_block * kLaneValues);
     for (int64_t t = begin; t < end; ++t) {
       const int64_t rb = t / channel_blocks;
       const int64_t c0 = (t % channel_blocks) * channel_block;
       const int64_t width = std::min(channel_block, c - c0);
       const int64_t row0 = rb * rows_per_task;
       const int64_t row1 = std::min(n, row0 + rows_per_task);
-      double* sum = &task.sum[rb * c + c0];
-      double* sum_sq = &task.sum_sq[rb * c + c0];
-      std::memset(lanes.data(), 0, lanes.size() * sizeof(double));  // read as float or double
-      const auto flush = [&] {
-        for (int64_t k = 0; k < width; ++k) {
-          cpu::bn_flush_lanes(type, lanes.data() + k * kLaneValues, &sum[k], &sum_sq[k]);
-        }
-      };
+      std::fill(lanes.begin(), lanes.end(), 0.0);
       for (int64_t row = row0; row < row1; ++row) {
         for (int64_t k = 0; k < width; ++k) {
           loops.stats_lanes(type, base + (row * c + c0 + k) * s * item, s, shift[c0 + k],
                             lanes.data() + k * kLaneValues);
         }
-        if ((row - row0 + 1) % rows_per_flush == 0) {
-          flush();
+      }
+      for (int64_t k = 0; k < width; ++k) {  // lane order: the same for any thread count
+        const double* channel_lanes = lanes.data() + k * kLaneValues;
+        for (int64_t l = 0; l < cpu::kBnLanes; ++l) {
+          task.sum[rb * c + c0 + k] += channel_lanes[l];
+          task.sum_sq[rb * c + c0 + k] += channel_lanes[cpu::kBnLanes + l];
         }
       }
-      flush();
     }
   });
   return sum_row_blocks(task, row_blocks, c);
 }
 
 // Rows layout: task = (block of rows, block of channels).
-ShiftedSums rows_sums(const at::Tensor& x, const BnShape& shape, const at::Tensor& shift) {
+ShiftedSums rows_sums(const at::Tensor& x, const BnShape& shape, const double* shift) {
   const auto& loops = cpu::bn_loops();
   const cpu::BnElem type = cpu::bn_elem(x.scalar_type());
   const auto* base = static_cast<const char*>(x.const_data_ptr());
-  const auto* shift_base = static_cast<const char*>(shift.const_data_ptr());
   const int64_t item = x.element_size();
-  const int64_t coef = shift.element_size();
   const int64_t rows = shape.rows(), c = shape.c;
   const int64_t channel_block = std::min(c, kRowsChannelBlock);
   const int64_t channel_blocks = (c + channel_block - 1) / channel_block;
@@ -113,16 +107,14 @@ ShiftedSums rows_sums(const at::Tensor& x, const BnShape& shape, const at::Tenso
   ShiftedSums task(row_blocks * c);  // task (rb, cb) owns [rb * c + its channels]
   at::parallel_for(0, row_blocks * channel_blocks, cpu::bn_grain(rows_per_task * channel_block),
                    [&](int64_t begin, int64_t end) {
-    std::vector<double> scratch(2 * channel_block);  // 2·block coefficients (≤ double)
     for (int64_t t = begin; t < end; ++t) {
       const int64_t rb = t / channel_blocks;
       const int64_t c0 = (t % channel_blocks) * channel_block;
       const int64_t width = std::min(channel_block, c - c0);
       const int64_t row0 = rb * rows_per_task;
       const int64_t count = std::min(rows, row0 + rows_per_task) - row0;
-      loops.stats_rows(type, base + (row0 * c + c0) * item, count, width, c,
-                       shift_base + c0 * coef, scratch.data(), &task.sum[rb * c + c0],
-                       &task.sum_sq[rb * c + c0]);
+      loops.stats_rows(type, base + (row0 * c + c0) * item, count, width, c, shift + c0,
+                       &task.sum[rb * c + c0], &task.sum_sq[rb * c + c0]);
     }
   });
   return sum_row_blocks(task, row_blocks, c);
@@ -130,11 +122,11 @@ ShiftedSums rows_sums(const at::Tensor& x, const BnShape& shape, const at::Tenso
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> batch_norm_stats_cpu(const at::Tensor& input_arg, double eps) {
+std::tuple<at::Tensor, at::Tensor> batch_norm_stats_float64_cpu(const at::Tensor& input_arg,
+                                                                 double eps) {
   check_batch_norm_stats(input_arg, eps);
-  const at::ScalarType compute = cpu::bn_compute_type(input_arg.scalar_type());
   const int64_t c = input_arg.size(1);
-  const auto options = input_arg.options().dtype(compute);
+  const auto options = input_arg.options().dtype(at::kDouble);
   if (input_arg.numel() == 0) {
     // No values: mean 0 and an undefined (NaN) invstd, as CUDA's kernel gives.
     return {at::zeros({c}, options), at::full({c}, NAN, options)};
@@ -146,13 +138,12 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_stats_cpu(const at::Tensor& input_
   while (first.dim() > 1) {
     first = first.select(1, 0);
   }
-  const at::Tensor shift = first.to(compute).contiguous();
-  const at::Tensor shift64 = shift.to(at::kDouble).contiguous();
+  const at::Tensor shift64 = first.to(at::kDouble).contiguous();  // exact for every dtype
   const ShiftedSums sums = shape.layout == cpu::BnLayout::kRuns
                                ? runs_sums(x, shape, shift64.const_data_ptr<double>())
-                               : rows_sums(x, shape, shift);
-  at::Tensor mean64 = at::empty({c}, options.dtype(at::kDouble));
-  at::Tensor invstd64 = at::empty({c}, options.dtype(at::kDouble));
+                               : rows_sums(x, shape, shift64.const_data_ptr<double>());
+  at::Tensor mean64 = at::empty({c}, options);
+  at::Tensor invstd64 = at::empty({c}, options);
   const double count = static_cast<double>(shape.n * shape.s);
   const double* k = shift64.const_data_ptr<double>();
   double* mean = mean64.mutable_data_ptr<double>();
@@ -163,7 +154,13 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_stats_cpu(const at::Tensor& input_
     mean[channel] = k[channel] + shifted_mean;
     invstd[channel] = 1.0 / std::sqrt(var + eps);
   }
-  return {mean64.to(compute), invstd64.to(compute)};
+  return {mean64, invstd64};
+}
+
+std::tuple<at::Tensor, at::Tensor> batch_norm_stats_cpu(const at::Tensor& input, double eps) {
+  const auto [mean, invstd] = batch_norm_stats_float64_cpu(input, eps);
+  const at::ScalarType compute = cpu::bn_compute_type(input.scalar_type());
+  return {mean.to(compute), invstd.to(compute)};  // rounded once
 }
 
 }  // namespace ascend_ops

@@ -9,6 +9,10 @@ registered there serve them (on CPU ours, ascend_ops._aten; on the NPU torch_npu
     backward: batch_norm_backward_reduce → one all_reduce of (Σ dy, Σ dy·(x − mean)) →
               batch_norm_backward_elemt
 
+On CPU the statistics travel in float64: each rank's mean and invstd before
+batch_norm_stats rounds them, the counts, the global mean and invstd, the Σ dy sums (our
+kernels take float64 statistics with any input dtype). Elsewhere the dtypes are torch's.
+
 The weight and bias gradients stay per-rank (data parallelism sums or averages them, as
 with torch.nn.SyncBatchNorm). A rank with no rows takes part in both collectives with
 zeros; when every rank is empty the output is empty, the weight and bias gradients are
@@ -21,6 +25,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
+
+from .. import _aten
+from .._extension import native
 
 __all__ = ["SyncBatchNorm"]
 
@@ -93,6 +100,27 @@ class SyncBatchNorm(_BatchNorm):
         return converted
 
 
+def _batch_norm_stats(input: torch.Tensor, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """aten's batch_norm_stats; on CPU, where our kernel serves it, its statistics before
+    they are rounded to float32. Each rank's float32 mean at |mean| >> std (1e4 + N(0, 1):
+    steps of 1e-3) put the gathered invstd 3e-5 off, 180x BatchNorm2d's error, and each
+    float32 invstd costs the gathered variance 1e-7 of its value."""
+    if input.device.type == "cpu" and _aten.serves("batch_norm_stats"):
+        return native().batch_norm_stats_float64(input, eps)
+    return torch.batch_norm_stats(input, eps)
+
+
+def _stats_dtype(input: torch.Tensor, mean: torch.Tensor | None) -> torch.dtype:
+    """The dtype the per-rank statistics (`mean` from _batch_norm_stats, None on an empty
+    rank) travel and combine in: float64 on CPU (our kernels take it, the counts stay
+    exact past 2^24 rows, and the global mean and invstd are not rounded to float32
+    before the element-wise steps use them); elsewhere what torch passes the device's
+    kernels, batch_norm_stats' dtype."""
+    if input.device.type == "cpu" or input.dtype == torch.float64:
+        return torch.float64
+    return torch.float32 if mean is None else mean.dtype
+
+
 def _dense(t: torch.Tensor) -> torch.Tensor:
     """`t` if contiguous or channels_last(_3d), else a contiguous copy (as torch does)."""
     if (t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)
@@ -110,12 +138,13 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         if size == 1 and world < 2:  # torch's check and message
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
         if input.numel() > 0:
-            mean, invstd = torch.batch_norm_stats(input, eps)
-            count = torch.full((1,), size, dtype=mean.dtype, device=mean.device)
-            combined = torch.cat([mean, invstd, count])  # [2C + 1]
+            mean, invstd = _batch_norm_stats(input, eps)
+            stats_dtype = _stats_dtype(input, mean)
+            count = torch.full((1,), size, dtype=stats_dtype, device=mean.device)
+            combined = torch.cat([mean.to(stats_dtype), invstd.to(stats_dtype), count])  # [2C + 1]
         else:
             # Zeros with count 0: this rank still joins the all_gather its peers wait on.
-            stats_dtype = torch.float64 if input.dtype == torch.float64 else torch.float32
+            stats_dtype = _stats_dtype(input, None)
             combined = torch.zeros(2 * c + 1, dtype=stats_dtype, device=input.device)
         if group is None:
             per_rank = combined[None]
@@ -131,7 +160,9 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         present = count_all.view(-1) >= 1
         mean_all, invstd_all, count_all = mean_all[present], invstd_all[present], count_all[present]
         counts = count_all.view(-1)
-        if running_mean is not None and counts.dtype != running_mean.dtype:
+        if input.device.type != "cpu" and running_mean is not None and counts.dtype != running_mean.dtype:
+            # Other devices' kernels read counts in running_mean's dtype (torch does this
+            # too); ours take any dtype, and a half count is not exact above 2048.
             counts = counts.to(running_mean.dtype)
         mean, invstd = torch.batch_norm_gather_stats_with_counts(
             input, mean_all, invstd_all, running_mean, running_var, momentum, eps, counts)
@@ -155,7 +186,8 @@ class _SyncBatchNormFunction(torch.autograd.Function):
                 need_weight and weight is not None, need_bias and ctx.has_bias)
             if need_input:
                 if ctx.group is not None:
-                    sums = torch.cat([sum_dy, sum_dy_xmu])  # one all_reduce for both
+                    # One all_reduce for both, in the statistics' dtype (float64 on CPU).
+                    sums = torch.cat([sum_dy, sum_dy_xmu]).to(mean.dtype)
                     dist.all_reduce(sums, op=dist.ReduceOp.SUM, group=ctx.group)
                     sum_dy, sum_dy_xmu = sums.split(c)
                 if weight is not None and weight.dtype != mean.dtype:
