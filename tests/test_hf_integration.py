@@ -177,6 +177,33 @@ def test_under_autocast_the_head_runs_in_autocasts_dtype():
     assert_same_training_signal(theirs, ours, lt, lo, "fp32 model, bf16 autocast")
 
 
+@pytest.mark.parametrize("model_dtype, autocast, compute_dtype, expected", [
+    (torch.bfloat16, None, None, torch.bfloat16),  # a half head runs in its dtype
+    (torch.float16, None, None, torch.float16),
+    (torch.float32, None, None, torch.bfloat16),  # a float32 head is rounded to bf16
+    (torch.float32, torch.float16, None, torch.float16),  # autocast's dtype, as Transformers'
+    (torch.bfloat16, None, torch.float16, torch.float16),  # compute_dtype wins
+], ids=["bf16", "fp16", "fp32", "fp32-autocast-fp16", "compute_dtype"])
+def test_the_dtype_the_head_runs_in(monkeypatch, model_dtype, autocast, compute_dtype, expected):
+    from ascend_ops.integrations import _hf_loss
+
+    seen = []
+
+    def spy(input, weight, *args, **kwargs):
+        seen.append((input.dtype, weight.dtype))
+        return real(input, weight, *args, **kwargs)
+
+    real = _hf_loss.linear_cross_entropy
+    monkeypatch.setattr(_hf_loss, "linear_cross_entropy", spy)
+    ids, labels = batch()
+    model = aot.apply(tiny_model("llama", model_dtype), compute_dtype=compute_dtype)
+    with torch.autocast("cpu", dtype=autocast or torch.bfloat16, enabled=autocast is not None):
+        loss = model(input_ids=ids, labels=labels).loss
+    loss.backward()
+    assert seen == [(expected, expected)]
+    assert model.lm_head.weight.grad.dtype == model_dtype
+
+
 def test_restore_and_the_visible_marker():
     model = tiny_model("gpt2")
     class_forward = type(model).forward

@@ -66,17 +66,20 @@ def _original_forward(model: torch.nn.Module):
 def patched_forward(self, *args, **kwargs):
     """Bound to the model as its `forward` (see apply); the signature shown is the model's."""
     original = _original_forward(self)
-    bound = inspect.signature(original).bind_partial(*args, **kwargs)
+    # labels may come by position or keyword; the loss keywords arrive in **kwargs.
+    signature = inspect.signature(original)
+    bound = signature.bind_partial(*args, **kwargs)
     labels = bound.arguments.get("labels")
-    loss_kwargs = bound.arguments.get("kwargs", {})
     if labels is None:  # no loss asked for (shift_labels alone gives none either)
         return original(*args, **kwargs)
 
     patch: Patch = getattr(self, PATCH_ATTR)
-    return_dict = kwargs.pop("return_dict", None)
+    extra = next((bound.arguments.get(name, {}) for name, p in signature.parameters.items()
+                  if p.kind is p.VAR_KEYWORD), {})
+    loss_kwargs = dict(extra)
+    return_dict = extra.pop("return_dict", None)
     if return_dict is None:
         return_dict = getattr(self.config, "return_dict", True)
-    bound = inspect.signature(original).bind_partial(*args, **kwargs)
     bound.arguments["labels"] = None
     head = self.get_output_embeddings()
     with capturing_head(head) as seen:
