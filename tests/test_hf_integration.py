@@ -355,3 +355,19 @@ def test_a_vocab_parallel_head_over_two_ranks_matches_one_unsplit_model(tmp_path
             expected = p.grad[got["start"]:got["end"]] if name == "lm_head.weight" else p.grad
             err = rel_err(got["grads"][name], expected)
             assert err <= GRAD_TOL, f"rank {rank}: gradient of {name} off by {err:.2e}"
+
+
+def test_the_quick_benchmark_runs_both_sides(tmp_path):
+    """scripts/benchmark_hf_integration.py --quick end to end (no timing is asserted)."""
+    import subprocess
+
+    out = tmp_path / "hf.csv"
+    script = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "benchmark_hf_integration.py"
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(aot.__file__).parents[2])}
+    result = subprocess.run([sys.executable, str(script), "--quick", "--csv", str(out),
+                             "--providers", "transformers", "ascend_ops"],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3 and lines[1].startswith("hf_llama_train_step,transformers,")
+    assert lines[2].startswith("hf_llama_train_step,ascend_ops,forward+backward,bfloat16,2x16x64x300,")
