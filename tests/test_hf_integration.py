@@ -120,6 +120,15 @@ def test_rows_all_ignored_and_a_sequence_with_none_left():
     assert_same_training_signal(theirs, ours, lt, lo, "qwen3, one sequence ignored")
 
 
+def test_another_ignore_index_passed_to_the_forward():
+    ids, labels = batch()
+    labels[labels == -100] = -1
+    theirs, ours, lt, lo = losses_and_grads(
+        "qwen2", torch.bfloat16,
+        lambda m: m(input_ids=ids, labels=labels, ignore_index=-1).loss)
+    assert_same_training_signal(theirs, ours, lt, lo, "ignore_index=-1")
+
+
 def test_the_last_label_of_each_sequence_predicts_nothing():
     """The shift: changing the first label (never a target) changes nothing; changing the
     last one (the target of position T-2) changes the loss."""
