@@ -290,7 +290,7 @@ def test_labels_that_do_not_fit_the_positions_are_refused():
         model(input_ids=ids, labels=labels, logits_to_keep=1)
 
 
-def _trainer_losses(model, tmp_path) -> list[float]:
+def _trainer_losses(model, tmp_path, mixed_bf16: bool) -> list[float]:
     """Per-step training losses of a short Trainer run: 4 steps of 2 accumulated
     micro-batches of 2 sequences whose label counts differ (so num_items_in_batch, not a
     mean per micro-batch, decides each step's loss)."""
@@ -304,21 +304,32 @@ def _trainer_losses(model, tmp_path) -> list[float]:
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path), use_cpu=True, max_steps=4, per_device_train_batch_size=2,
         gradient_accumulation_steps=2, learning_rate=3e-3, logging_steps=1, report_to="none",
-        save_strategy="no", seed=0, disable_tqdm=True, dataloader_num_workers=0)
+        save_strategy="no", seed=0, disable_tqdm=True, dataloader_num_workers=0,
+        bf16=mixed_bf16)
     trainer = transformers.Trainer(model=model, args=args, train_dataset=samples)
     trainer.train()
     return [row["loss"] for row in trainer.state.log_history if "loss" in row]
 
 
-def test_a_trainer_run_matches_transformers_step_by_step(tmp_path):
+@pytest.mark.parametrize("mixed_bf16", [False, True], ids=["fp32", "bf16-autocast"])
+def test_a_trainer_run_matches_transformers_step_by_step(tmp_path, monkeypatch, mixed_bf16):
+    """float32 weights, without and with Trainer's bf16 mixed precision (accelerate wraps
+    the patched forward in autocast)."""
+    from ascend_ops.integrations import _hf_loss
+
+    calls = []
+    real = _hf_loss.linear_cross_entropy
+    monkeypatch.setattr(_hf_loss, "linear_cross_entropy",
+                        lambda *a, **k: calls.append(a[0].dtype) or real(*a, **k))
     theirs = tiny_model("llama")
     ours = aot.apply(copy.deepcopy(theirs))
-    expected = _trainer_losses(theirs, tmp_path / "theirs")
-    got = _trainer_losses(ours, tmp_path / "ours")
+    expected = _trainer_losses(theirs, tmp_path / "theirs", mixed_bf16)
+    assert calls == []
+    got = _trainer_losses(ours, tmp_path / "ours", mixed_bf16)
+    assert calls == [torch.bfloat16] * 8  # every micro-batch's loss came from the patch
     assert len(got) == len(expected) == 4
     for step, (a, b) in enumerate(zip(got, expected)):
         assert abs(a - b) <= LOSS_TOL * abs(b), f"step {step}: loss {a} vs Transformers' {b}"
-    assert aot.is_patched(ours)  # Trainer kept our forward
 
 
 def _run_ranks(world: int, out: pathlib.Path) -> list[dict]:
