@@ -32,6 +32,12 @@ CONFIGS = {
                                                  final_logit_softcapping=None),
     "granite": lambda: decoder_config(transformers.GraniteConfig, logits_scaling=4.0,
                                        tie_word_embeddings=False),
+    "cohere": lambda: decoder_config(transformers.CohereConfig, logit_scale=0.5,
+                                     bos_token_id=0, eos_token_id=0),  # tied
+    "phi3": lambda: decoder_config(transformers.Phi3Config, pad_token_id=0, bos_token_id=0,
+                                   eos_token_id=0, tie_word_embeddings=False),
+    "olmo2": lambda: decoder_config(transformers.Olmo2Config, eos_token_id=0,
+                                    tie_word_embeddings=False),
     # tied; no dropout, so both runs see the same network
     "gpt2": lambda: transformers.GPT2Config(vocab_size=V, n_embd=H, n_layer=2, n_head=4,
                                             n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
