@@ -236,11 +236,32 @@ def test_bn_npu_custom_matches_oracle(case):
 @on_npu
 @pytest.mark.parametrize("case", testing.online_cases(), ids=lambda c: c.name)
 def test_online_max_sum_npu_matches_oracle(case):
-    # Covers the vocabulary end index: ours exclusive, CANN's inclusive (the adapter maps it).
+    # Covers the vocabulary end index: exclusive, as CANN's kernel compares (passed as is).
     inputs = testing.online_inputs(case)
     ours = ascend_ops.fused_linear_online_max_sum(**to_npu(inputs), impl="npu")
     assert_matches(to_cpu(ours), testing.online_oracle(inputs), testing.online_naive(inputs),
                    what=f"npu {case.name}")
+
+
+@pytest.mark.npu
+@on_npu
+@pytest.mark.parametrize("start, end", [(0, 40), (40, 80), (0, 20), (7, 47)])
+def test_online_mask_and_targets_npu_match_canns_golden(start, end):
+    """Every byte of the mask, padding bits included (13 rows: 3 of them), and the local
+    targets, bit for bit as CANN's golden test computes them, on shards that own id 0 and
+    not; ids at the shard's edges included."""
+    import cann_golden
+
+    gen = torch.Generator().manual_seed(start + end)
+    target = torch.randint(0, 120, (13,), generator=gen)
+    target[:4] = torch.tensor([0, start, max(end - 1, 0), end])
+    input = torch.randn(13, 16, generator=gen).bfloat16()
+    weight = torch.randn(end - start, 16, generator=gen).bfloat16()
+    ours = ascend_ops.fused_linear_online_max_sum(*to_npu(dict(i=input, w=weight, t=target)).values(),
+                                                  start, end, impl="npu")
+    golden = cann_golden.online_max_sum(input, weight, target, start, end)
+    assert ours[3].cpu().tolist() == golden[3].tolist()
+    assert ours[4].cpu().tolist() == golden[4].tolist()
 
 
 @pytest.mark.npu
