@@ -6,8 +6,10 @@ op_plugin/config/ascend_ops.yaml), the shared validation and the CPU kernels.
 project's CPU simulator: plain C++, no torch headers, loaded with ctypes (impl="sim").
 `ascend_ops._npu`, the NPU adapter (op_plugin/csrc/npu), is built against torch_npu's
 headers and libtorch_npu.so when torch_npu is installed; ASCEND_OPS_NPU chooses:
-  auto (default): build it when torch_npu is installed, skip it otherwise;
-  1: build it, fail if torch_npu is not installed;  0: never build it.
+  auto (default): build it when torch_npu is installed in a version the adapter is
+    written for (the yaml's op_api ranges), skip it otherwise (with a warning when
+    torch_npu is there but unsupported);
+  1: build it, fail if that is not possible;  0: never build it.
 Build after torch (and torch_npu) are installed, without build isolation:
 
     pip install --no-build-isolation .
@@ -20,6 +22,7 @@ import importlib.util
 import os
 import pathlib
 import sys
+import warnings
 
 # Importing torch with torch_npu installed but without CANN's libraries fails unless the
 # device-backend autoload is off; building needs only torch_npu's headers and libraries.
@@ -77,20 +80,18 @@ def npu_extension() -> setuptools.Extension | None:
     torch_npu needs CANN's libraries, which compiling and linking do not.
     """
     mode = os.environ.get("ASCEND_OPS_NPU", "auto")
-    if mode not in ("auto", "0", "1"):
-        sys.exit(f"ASCEND_OPS_NPU must be auto, 0 or 1, got {mode!r}")
     spec = importlib.util.find_spec("torch_npu") if mode != "0" else None
-    if spec is None:
-        if mode == "1":
-            sys.exit("ASCEND_OPS_NPU=1 but torch_npu is not installed: "
-                     "pip install torch-npu==2.13.0 (it pairs with torch 2.13.0)")
+    installed = importlib.metadata.version("torch-npu") if spec is not None else None
+    plan, why = gen_registration.npu_adapter_plan(mode, installed)
+    if plan == "fail":
+        sys.exit(why)
+    if plan == "skip":
+        if why:
+            warnings.warn(why, stacklevel=1)
         return None
     torch_npu_dir = pathlib.Path(spec.origin).parent
-    version = gen_registration.parse_version(importlib.metadata.version("torch-npu"))
-    registration, ops = gen_registration.generate_npu(GENERATED_NPU, version)
-    if not ops:
-        sys.exit(f"torch_npu {version[0]}.{version[1]}: no operator in the op yaml declares "
-                 "an op_api range that holds it; set ASCEND_OPS_NPU=0 to build without NPU")
+    version = gen_registration.parse_version(installed)
+    registration, _ = gen_registration.generate_npu(GENERATED_NPU, version)
     csrc = ROOT / "op_plugin" / "csrc"
     sources = ([registration] + sorted((csrc / "npu").glob("*.cpp"))
                + [csrc / "validation.cpp", csrc / "target_mask.cpp"])

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Ascend C kernels.
 #
-#   ASCEND_HOME_PATH set (CANN >= 8.0.RC3 installed, e.g.
+#   ASCEND_HOME_PATH set (CANN >= 9.0.0 installed, see docs/npu.md, e.g.
 #   `source /usr/local/Ascend/ascend-toolkit/set_env.sh`): ONE msopgen custom-operator
 #     project from ascend_ops.json holding both ops (AscendOpsFusedLinearCrossEntropyLossGrad,
 #     AscendOpsBatchNormReduceBackward), vendor name `ascend_ops`, compute units

@@ -92,6 +92,32 @@ def npu_ops(ops: list[dict], version: tuple[int, int]) -> list[dict]:
     return chosen
 
 
+def npu_adapter_plan(mode: str, torch_npu_version: str | None,
+                     config: pathlib.Path = CONFIG) -> tuple[str, str]:
+    """What setup.py does about the NPU adapter: ("build", ""), ("skip", why) or
+    ("fail", why), for ASCEND_OPS_NPU `mode` ("auto", "0" or "1") and the installed
+    torch_npu's version (None when it is not installed). `auto` builds whenever it can and
+    otherwise skips with the reason as a warning; `1` fails instead; `0` never builds."""
+    if mode not in ("auto", "0", "1"):
+        return "fail", f"ASCEND_OPS_NPU must be auto, 0 or 1, got {mode!r}"
+    if mode == "0":
+        return "skip", ""
+    if torch_npu_version is None:
+        if mode == "1":
+            return "fail", ("ASCEND_OPS_NPU=1 but torch_npu is not installed: "
+                            "pip install torch-npu==2.13.0 (it pairs with torch 2.13.0)")
+        return "skip", ""
+    version = parse_version(torch_npu_version)
+    if npu_ops(load_ops(config)[1], version):
+        return "build", ""
+    why = (f"torch_npu {torch_npu_version} is installed, but no operator in the op yaml "
+           "declares an op_api range that holds it (the adapter is written for torch_npu "
+           "2.13; pip install torch-npu==2.13.0)")
+    if mode == "1":
+        return "fail", f"ASCEND_OPS_NPU=1: {why}"
+    return "skip", f"building without the NPU adapter: {why}"
+
+
 def cpp_signature(op: dict) -> tuple[str, str, str]:
     """(name, return type, parameter list) of the kernel the op's schema implies."""
     import torch  # only the NPU build needs the schema parser
@@ -127,8 +153,8 @@ def render_npu_header(ops: list[dict], version: tuple[int, int]) -> str:
         "",
         "namespace ascend_ops::npu {",
         "",
-        "// An aclnn operator: CANN's built-in (with the CANN release whose libopapi first",
-        "// ships it) or our custom op package's (`custom`, the vendor \"ascend_ops\").",
+        "// An aclnn operator: CANN's built-in (with the CANN release to install for it,",
+        "// named when it is missing) or our custom op package's (`custom`, the vendor \"ascend_ops\").",
         "struct AclnnOp {",
         "  const char* name;",
         "  const char* cann;",

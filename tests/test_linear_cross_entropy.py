@@ -176,3 +176,40 @@ def test_owner_check_reads_no_accelerator_tensor_on_the_host(monkeypatch):
     cpu_bad = torch.tensor([False, True])
     with pytest.raises(ValueError, match=r"got target\[1\] = 7 held by 0 shards"):
         check_one_owner(cpu_bad, torch.tensor([3, 7]), torch.tensor([1.0, 0.0]), -100)
+
+
+@pytest.mark.parametrize("mode", [MEMORY_SAVING, HIGH_PERFORMANCE])
+def test_every_collective_gets_tensors_on_the_inputs_device(mode, monkeypatch):
+    """An hccl group takes device tensors only: every collective of a training step (the
+    forward's statistics, the plan of the gradient cache, all_reduce_grad's backward)
+    must get tensors on the device of the inputs. Meta tensors stand in for an NPU: the
+    operators run their fake kernels, and the collectives are recorded instead of run."""
+    from ascend_ops import ops
+    from ascend_ops import vocab_parallel
+
+    seen = []
+
+    def record(name):
+        def collective(tensor_or_list, *args, **kwargs):
+            tensors = tensor_or_list if isinstance(tensor_or_list, list) else [tensor_or_list]
+            tensors += [a for a in args if isinstance(a, torch.Tensor)]
+            seen.extend((name, t.device.type) for t in tensors)
+        return collective
+
+    dist = vocab_parallel.dist
+    for name in ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all"):
+        monkeypatch.setattr(dist, name, record(name))
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(ops, "resolve", lambda impl, device, op: "cpu")  # the fake kernels
+    group = object()
+    input, weight, target = (t.to("meta") for t in problem())
+    x = input.requires_grad_()
+    w = weight.requires_grad_()
+    loss = ascend_ops.linear_cross_entropy(ascend_ops.distributed.all_reduce_grad(x, group),
+                                           w, target, process_group=group,
+                                           vocab_start_index=0, mode=mode)
+    loss.backward()
+    assert x.grad is not None and w.grad is not None
+    names = {name for name, _ in seen}
+    assert {"all_reduce"} <= names and len(seen) >= 3, seen  # statistics and the backward's
+    assert all(device == "meta" for _, device in seen), seen

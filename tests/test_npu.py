@@ -51,6 +51,35 @@ def test_custom_package_is_looked_for_in_the_vendor_directory(tmp_path):
     assert _npu_adapter.find_custom_package(f"{os.pathsep}{vendor}{os.pathsep}") == vendor
 
 
+def test_custom_package_is_looked_for_in_the_default_vendors_config(tmp_path):
+    """torch_npu also searches $ASCEND_OPP_PATH/vendors/<name> for each name of the
+    load_priority line of vendors/config.ini (a default install), after
+    ASCEND_CUSTOM_OPP_PATH's entries."""
+    vendors = tmp_path / "opp" / "vendors"
+    ours, first = vendors / "ascend_ops", tmp_path / "elsewhere" / "ascend_ops"
+    for root in (ours, first):
+        (root / "op_api" / "lib").mkdir(parents=True)
+        (root / "op_api" / "lib" / "libcust_opapi.so").write_bytes(b"")
+    opp = str(tmp_path / "opp")
+    assert _npu_adapter.find_custom_package(None, opp) is None  # no config.ini
+    (vendors / "config.ini").write_text("[vendor]\nload_priority=customize\n")
+    assert _npu_adapter.find_custom_package(None, opp) is None  # not on the list
+    (vendors / "config.ini").write_text("load_priority=customize, ascend_ops\n")
+    assert _npu_adapter.find_custom_package(None, opp) == ours
+    assert _npu_adapter.custom_package_dirs(str(first), opp) == [
+        first, vendors / "customize", ours]
+    assert _npu_adapter.find_custom_package(str(first), opp) == first  # the variable first
+
+
+def test_the_package_search_is_read_once(monkeypatch):
+    """As torch_npu reads ASCEND_CUSTOM_OPP_PATH and ASCEND_OPP_PATH once, when it loads,
+    a value set later changes nothing (it would claim a package torch_npu never loads)."""
+    before = _npu_adapter.package_search_environment()
+    monkeypatch.setenv("ASCEND_CUSTOM_OPP_PATH", "/set/after/loading/vendors/ascend_ops")
+    monkeypatch.setenv("ASCEND_OPP_PATH", "/set/after/loading")
+    assert _npu_adapter.package_search_environment() == before
+
+
 def test_available_impls_per_op():
     forward = ascend_ops.available_impls("fused_linear_online_max_sum")
     assert forward["npu_custom"].reason == \
@@ -207,11 +236,32 @@ def test_bn_npu_custom_matches_oracle(case):
 @on_npu
 @pytest.mark.parametrize("case", testing.online_cases(), ids=lambda c: c.name)
 def test_online_max_sum_npu_matches_oracle(case):
-    # Covers the vocabulary end index: ours exclusive, CANN's inclusive (the adapter maps it).
+    # Covers the vocabulary end index: exclusive, as CANN's kernel compares (passed as is).
     inputs = testing.online_inputs(case)
     ours = ascend_ops.fused_linear_online_max_sum(**to_npu(inputs), impl="npu")
     assert_matches(to_cpu(ours), testing.online_oracle(inputs), testing.online_naive(inputs),
                    what=f"npu {case.name}")
+
+
+@pytest.mark.npu
+@on_npu
+@pytest.mark.parametrize("start, end", [(0, 40), (40, 80), (0, 20), (7, 47)])
+def test_online_mask_and_targets_npu_match_canns_golden(start, end):
+    """Every byte of the mask, padding bits included (13 rows: 3 of them), and the local
+    targets, bit for bit as CANN's golden test computes them, on shards that own id 0 and
+    not; ids at the shard's edges included."""
+    import cann_golden
+
+    gen = torch.Generator().manual_seed(start + end)
+    target = torch.randint(0, 120, (13,), generator=gen)
+    target[:4] = torch.tensor([0, start, max(end - 1, 0), end])
+    input = torch.randn(13, 16, generator=gen).bfloat16()
+    weight = torch.randn(end - start, 16, generator=gen).bfloat16()
+    ours = ascend_ops.fused_linear_online_max_sum(*to_npu(dict(i=input, w=weight, t=target)).values(),
+                                                  start, end, impl="npu")
+    golden = cann_golden.online_max_sum(input, weight, target, start, end)
+    assert ours[3].cpu().tolist() == golden[3].tolist()
+    assert ours[4].cpu().tolist() == golden[4].tolist()
 
 
 @pytest.mark.npu

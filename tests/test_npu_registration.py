@@ -70,7 +70,7 @@ def test_generated_files(tmp_path):
     assert names == ["fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward",
                      "fused_linear_online_max_sum", "fused_cross_entropy_loss_with_max_sum"]
     assert ('k_fused_linear_cross_entropy_loss_grad{"aclnnFusedLinearCrossEntropyLossGrad", '
-            '"9.0", false}') in header
+            '"9.0.0", false}') in header
     # The custom package's kernel: same signature, its own entry point, custom = true.
     assert ('k_fused_linear_cross_entropy_loss_grad_custom{'
             '"aclnnAscendOpsFusedLinearCrossEntropyLossGrad", "", true}') in header
@@ -83,3 +83,21 @@ def test_generated_files(tmp_path):
     assert "TORCH_LIBRARY_IMPL(ascend_ops, PrivateUse1, m)" in registration
     for name in names:
         assert f'm.impl("{name}", TORCH_FN(ascend_ops::npu::{name}));' in registration
+
+
+@pytest.mark.parametrize("mode, installed, plan, says", [
+    ("auto", None, "skip", ""),
+    ("auto", "2.13.0", "build", ""),
+    ("auto", "2.13.0.post2", "build", ""),
+    # torch_npu 2.12 (paired with CANN 8.5): the default install goes on without the adapter.
+    ("auto", "2.12.0", "skip", "building without the NPU adapter: torch_npu 2.12.0 is installed"),
+    ("1", "2.12.0", "fail", "ASCEND_OPS_NPU=1: torch_npu 2.12.0 is installed"),
+    ("1", None, "fail", "ASCEND_OPS_NPU=1 but torch_npu is not installed"),
+    ("0", "2.13.0", "skip", ""),
+    ("yes", "2.13.0", "fail", "ASCEND_OPS_NPU must be auto, 0 or 1, got 'yes'"),
+])
+def test_npu_adapter_plan(mode, installed, plan, says):
+    got, why = gen_registration.npu_adapter_plan(mode, installed)
+    assert got == plan and why.startswith(says), (got, why)
+    if plan == "skip" and installed == "2.12.0":
+        assert "pip install torch-npu==2.13.0" in why

@@ -206,3 +206,20 @@ def test_aten_kernel_is_left_alone_when_one_exists():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert "not registered: a CPU kernel is already registered" in result.stdout
+
+
+def test_float64_on_npu_is_refused_before_any_step(monkeypatch):
+    """CANN's batch-norm kernels have no float64: on NPU tensors the module says so up front
+    instead of letting aten's first step reach aclnn and fail there (161002). Meta tensors
+    stand in for NPU ones; a float64 CPU input still trains (ours take float64)."""
+    from ascend_ops import _npu_adapter
+
+    monkeypatch.setattr(_npu_adapter, "NPU_DEVICE_TYPES", ("npu", "privateuseone", "meta"))
+    bn = SyncBatchNorm(3, device="meta", dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"SyncBatchNorm: on NPU tensors 'input' must be "
+                                        r"torch.float32, torch.float16 or torch.bfloat16 .*"
+                                        r"got torch.float64"):
+        bn(torch.randn(4, 3, 2, dtype=torch.float64, device="meta"))
+    cpu = SyncBatchNorm(3, dtype=torch.float64)
+    x = torch.randn(4, 3, 2, dtype=torch.float64)
+    torch.testing.assert_close(cpu(x), torch.nn.functional.batch_norm(x, None, None, training=True))

@@ -23,4 +23,13 @@ struct RowTarget {
 std::vector<RowTarget> row_targets(
     const at::Tensor& target_mask, const at::Tensor& masked_target, int64_t rows);
 
+// The value of the padding bits (rows BT .. 8 * ceil(BT / 8) - 1 of the last byte) of the
+// bit-packed mask fused_linear_online_max_sum writes for the id range [start, end) (SPEC §3).
+// CANN's kernel pads `target` with 0 up to whole bytes and masks the padding rows by the
+// same rule as the real ones, so a padding bit is 0 on the shard that owns id 0 and 1 on
+// every other shard. No reader of the mask looks at these bits.
+inline bool padding_row_masked(int64_t vocab_start_index, int64_t vocab_end_index) {
+  return 0 < vocab_start_index || 0 >= vocab_end_index;
+}
+
 }  // namespace ascend_ops

@@ -55,21 +55,26 @@ def plan_chunk_rows(input: torch.Tensor, weight: torch.Tensor, needs_grad: bool,
     only within the budget; high-performance mode, which holds [BT, V] anyway, always.
 
     With a process group every rank takes the same decision and the same chunks (each
-    chunk makes its row statistics global with collectives): one all-reduce of the plan.
+    chunk makes its row statistics global with collectives): one all-reduce of the plan,
+    on CPU tensors only. Off CPU there is no cache, so nothing is exchanged: the ranks
+    of a group hold their tensors on one kind of device, and an hccl group would refuse
+    a CPU tensor anyway.
     """
+    if input.device.type != "cpu":
+        return 0
     native = _extension._native
     bt, h = input.shape
     vocab = weight.size(0)
     fits = bool(
-        needs_grad and native is not None and input.device.type == "cpu"
-        and bt > 0 and h > 0 and vocab > 0 and native.lce_cache_engine(input.dtype)
+        needs_grad and native is not None and bt > 0 and h > 0 and vocab > 0
+        and native.lce_cache_engine(input.dtype)
         and (not bounded or bt * native.cpu_scratch_ld(vocab) * input.element_size()
              <= grad_cache_budget()))
     most = max(1, min(bt, CHUNK_LOGITS_BYTES // max(1, vocab * 4)))
     chunk = -(-bt // -(-bt // most)) if bt else 1  # ceil(bt / number of chunks)
     if group is None:
         return chunk if fits else 0
-    plan = torch.tensor([int(fits), chunk], dtype=torch.int64)
+    plan = torch.tensor([int(fits), chunk], dtype=torch.int64, device=input.device)
     dist.all_reduce(plan, op=dist.ReduceOp.MIN, group=group)
     return int(plan[1]) if int(plan[0]) else 0
 

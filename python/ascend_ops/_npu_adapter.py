@@ -6,8 +6,17 @@ builds it when torch_npu is installed at build time), and an NPU device visible.
 Importing `ascend_ops._npu` registers the NPU kernels for the PrivateUse1 dispatch key.
 
 Then, per operator: "npu" needs CANN's built-in aclnn op in the installed CANN, and
-"npu_custom" needs our custom op package (ascendc_kernels/, vendor "ascend_ops") on
-ASCEND_CUSTOM_OPP_PATH with the op's entry point.
+"npu_custom" needs our custom op package (ascendc_kernels/, vendor "ascend_ops") where
+torch_npu looks for custom op packages, with the op's entry point.
+
+torch_npu finds custom op packages by two variables it reads once, when libtorch_npu.so
+loads: each directory on ASCEND_CUSTOM_OPP_PATH, then $ASCEND_OPP_PATH/vendors/<name> for
+each name of the `load_priority=` line of $ASCEND_OPP_PATH/vendors/config.ini (where a
+default install of a package registers itself). We read them once too, when we load
+torch_npu, and answer from that: a variable changed later changes neither torch_npu's
+search nor ours. Everything here is decided once per process and cached, so choosing an
+implementation on each op call neither searches the file system nor asks for the
+device count.
 """
 
 from __future__ import annotations
@@ -32,9 +41,23 @@ PACKAGE_HINT = ("the ascend_ops op package is not installed: build it with "
                 "ascendc_kernels/build.sh, see docs/npu.md")
 
 
+_search_environment: tuple[str | None, str | None] | None = None
+
+
+def package_search_environment() -> tuple[str | None, str | None]:
+    """(ASCEND_CUSTOM_OPP_PATH, ASCEND_OPP_PATH) as torch_npu reads them: once. Taken when
+    we load torch_npu (or first ask), the moment closest to its own reading."""
+    global _search_environment
+    if _search_environment is None:
+        _search_environment = (os.environ.get("ASCEND_CUSTOM_OPP_PATH"),
+                               os.environ.get("ASCEND_OPP_PATH"))
+    return _search_environment
+
+
 @functools.cache
 def _load() -> tuple[ModuleType | None, ModuleType | None, str | None]:
     """(torch_npu, ascend_ops._npu, None), or Nones and the reason one did not load."""
+    package_search_environment()
     if importlib.util.find_spec("torch_npu") is None:
         return None, None, f"torch_npu is not installed ({INSTALL_HINT})"
     try:
@@ -57,6 +80,7 @@ def _load() -> tuple[ModuleType | None, ModuleType | None, str | None]:
     return torch_npu, _npu, None
 
 
+@functools.cache
 def unavailable_reason() -> str | None:
     """None when the NPU adapter can run, else why it cannot."""
     torch_npu, adapter, reason = _load()
@@ -76,14 +100,36 @@ def adapter() -> ModuleType:
     return module
 
 
-def find_custom_package(custom_opp_path: str | None) -> pathlib.Path | None:
-    """The vendors/ascend_ops directory on `custom_opp_path` (ASCEND_CUSTOM_OPP_PATH's
-    value, ':'-separated, as the package's set_env.bash writes it) that holds
-    op_api/lib/libcust_opapi.so, else None."""
-    for entry in (custom_opp_path or "").split(os.pathsep):
-        if not entry:
-            continue
-        vendor = pathlib.Path(entry)
+def vendor_priority(opp_path: str | None) -> list[pathlib.Path]:
+    """$ASCEND_OPP_PATH/vendors/<name> for each name on the `load_priority=` line of
+    vendors/config.ini (comma-separated, highest priority first), as torch_npu reads it;
+    [] without the file or the line."""
+    if not opp_path:
+        return []
+    vendors = pathlib.Path(opp_path) / "vendors"
+    try:
+        lines = (vendors / "config.ini").read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        if line.startswith("load_priority="):
+            names = line.removeprefix("load_priority=").strip().split(",")
+            return [vendors / name.strip() for name in names if name.strip()]
+    return []
+
+
+def custom_package_dirs(custom_opp_path: str | None, opp_path: str | None = None) -> list[pathlib.Path]:
+    """The vendor directories torch_npu searches for custom op packages, in its order:
+    the entries of ASCEND_CUSTOM_OPP_PATH (':'-separated, as a package's set_env.bash
+    writes it), then those of $ASCEND_OPP_PATH/vendors/config.ini."""
+    on_path = [pathlib.Path(e) for e in (custom_opp_path or "").split(os.pathsep) if e]
+    return on_path + vendor_priority(opp_path)
+
+
+def find_custom_package(custom_opp_path: str | None, opp_path: str | None = None) -> pathlib.Path | None:
+    """The first vendors/ascend_ops directory torch_npu searches (custom_package_dirs) that
+    holds op_api/lib/libcust_opapi.so, else None."""
+    for vendor in custom_package_dirs(custom_opp_path, opp_path):
         if vendor.name == PACKAGE_VENDOR and (vendor / PACKAGE_LIBRARY).is_file():
             return vendor
     return None
@@ -113,18 +159,21 @@ def builtin_unavailable_reason(op: str, adapter_module: ModuleType) -> str | Non
 
 
 def custom_unavailable_reason(op: str | None, adapter_module: ModuleType,
-                              custom_opp_path: str | None) -> str | None:
+                              custom_opp_path: str | None,
+                              opp_path: str | None = None) -> str | None:
     """None when our op package provides `op` (every op of the package when None),
-    else why not."""
+    else why not; the package is looked for as torch_npu looks (custom_package_dirs)."""
     ops = _ops(adapter_module)
     wanted = [op] if op is not None else [name for name, (_, _, c) in ops.items() if c]
     for name in wanted:
         if name not in ops or ops[name][2] is None:
             return f"the ascend_ops op package has no kernel for {name}"
-    vendor = find_custom_package(custom_opp_path)
+    vendor = find_custom_package(custom_opp_path, opp_path)
     if vendor is None:
         return (f"{PACKAGE_HINT} (no {PACKAGE_VENDOR}/{PACKAGE_LIBRARY} under "
-                f"ASCEND_CUSTOM_OPP_PATH={custom_opp_path or ''!r})")
+                f"ASCEND_CUSTOM_OPP_PATH={custom_opp_path or ''!r} nor in the load_priority "
+                f"of $ASCEND_OPP_PATH/vendors/config.ini, ASCEND_OPP_PATH={opp_path or ''!r}; "
+                "torch_npu reads both when it loads)")
     for name in wanted:
         entry = ops[name][2]
         if not _aclnn_available(adapter_module, entry, custom_opp_path):
@@ -133,6 +182,7 @@ def custom_unavailable_reason(op: str | None, adapter_module: ModuleType,
     return None
 
 
+@functools.cache
 def op_unavailable_reason(impl: str, op: str | None = None) -> str | None:
     """None when `impl` ("npu" or "npu_custom") can run `op` (or, op=None, every op it
     covers) here, else the first missing piece."""
@@ -141,7 +191,7 @@ def op_unavailable_reason(impl: str, op: str | None = None) -> str | None:
         return reason
     _, module, _ = _load()
     if impl == "npu_custom":
-        return custom_unavailable_reason(op, module, os.environ.get("ASCEND_CUSTOM_OPP_PATH"))
+        return custom_unavailable_reason(op, module, *package_search_environment())
     names = [op] if op is not None else list(_ops(module))
     missing = [r for r in (builtin_unavailable_reason(n, module) for n in names) if r]
     return "; ".join(missing) or None

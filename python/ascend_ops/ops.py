@@ -148,7 +148,8 @@ def fused_linear_online_max_sum(
 
     Returns:
         (logits_max, sum_exp_logits, predicted_logits) float32 [BT]; target_mask uint8
-        [ceil(BT/8)], bit-packed LSB first, padding bits 1; masked_target [BT] in target's
+        [ceil(BT/8)], bit-packed LSB first, padding bits as CANN writes them
+        (`masks.padding_masked`); masked_target [BT] in target's
         dtype; vocab_parallel_logits [BT, V] in input's dtype, or empty.
     """
     args = (input, weight, target, vocab_start_index, vocab_end_index, return_logits)

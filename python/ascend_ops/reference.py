@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from .masks import pack_target_mask, unpack_target_mask
+from .masks import pack_target_mask, padding_masked, unpack_target_mask
 
 __all__ = ["fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward",
            "batch_norm_reduce_output_dtype", "fused_linear_online_max_sum",
@@ -115,7 +115,8 @@ def fused_linear_online_max_sum(
     vocab_parallel_logits = logits.to(input.dtype) if return_logits else input.new_empty(0)
     if return_logits and compute_dtype is not None:
         vocab_parallel_logits = logits  # the oracle keeps them unrounded
-    return (*stats, pack_target_mask(masked), masked_target, vocab_parallel_logits)
+    target_mask = pack_target_mask(masked, padding_masked(vocab_start_index, vocab_end_index))
+    return (*stats, target_mask, masked_target, vocab_parallel_logits)
 
 
 def fused_cross_entropy_loss_with_max_sum(

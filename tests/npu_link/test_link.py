@@ -302,3 +302,53 @@ def test_custom_package_reasons(probe, tmp_path):
         assert result[op][0] is False
         assert result[op][1].startswith("the ascend_ops op package is not installed: build it "
                                         "with ascendc_kernels/build.sh, see docs/npu.md")
+
+
+def default_install(root: pathlib.Path, priority: str) -> pathlib.Path:
+    """$ASCEND_OPP_PATH as a default install of our package leaves it: the package under
+    vendors/ascend_ops, named on vendors/config.ini's load_priority line."""
+    symbols = [f"{entry}{suffix}" for entry in CUSTOM_OPS.values()
+               for suffix in ("GetWorkspaceSize", "")]
+    stub_custom_package(root, symbols)
+    (root / "vendors" / "config.ini").write_text(f"load_priority={priority}\n")
+    return root
+
+
+def test_custom_package_is_found_where_torch_npu_finds_a_default_install(probe, tmp_path):
+    """No ASCEND_CUSTOM_OPP_PATH, the package named in $ASCEND_OPP_PATH/vendors/config.ini:
+    torch_npu's own lookup finds its ops, and so must our availability check."""
+    opp = default_install(tmp_path, "customize,ascend_ops")
+    code = ("import ascend_ops._npu as npu\n"
+            "from ascend_ops import _npu_adapter as a\n"
+            f"for op, entry in {CUSTOM_OPS!r}.items():\n"
+            "    result[op] = [npu.aclnn_available(entry),\n"
+            "                  a.custom_unavailable_reason(op, npu, *a.package_search_environment())]\n")
+    env = {"ASCEND_OPP_PATH": str(opp)}
+    result = probe(code, env=env)
+    for op in CUSTOM_OPS:
+        assert result[op] == [True, None], result[op]
+    # Not on the priority list: torch_npu does not load it, and we do not claim it.
+    (opp / "vendors" / "config.ini").write_text("load_priority=customize\n")
+    result = probe(code, env=env)
+    for op in CUSTOM_OPS:
+        assert result[op][0] is False and "not installed" in result[op][1], result[op]
+
+
+def test_a_package_path_set_after_loading_is_ignored_as_torch_npu_ignores_it(probe, tmp_path):
+    """torch_npu reads ASCEND_CUSTOM_OPP_PATH when libtorch_npu.so loads; set later it
+    changes nothing there, so it must not make npu_custom look available here."""
+    symbols = [f"{entry}{suffix}" for entry in CUSTOM_OPS.values()
+               for suffix in ("GetWorkspaceSize", "")]
+    vendor = stub_custom_package(tmp_path, symbols)
+    code = ("import ascend_ops._npu as npu\n"
+            "from ascend_ops import _npu_adapter as a\n"
+            "a.package_search_environment()  # as when ascend_ops loads torch_npu\n"
+            f"os.environ['ASCEND_CUSTOM_OPP_PATH'] = {str(vendor)!r}\n"
+            f"for op, entry in {CUSTOM_OPS!r}.items():\n"
+            "    result[op] = [npu.aclnn_available(entry),\n"
+            "                  a.custom_unavailable_reason(op, npu, *a.package_search_environment())]\n")
+    result = probe(code)
+    for op in CUSTOM_OPS:
+        available, reason = result[op]
+        assert available is False, "torch_npu now reads the variable late: revisit"
+        assert reason is not None and reason.startswith("the ascend_ops op package is not installed")

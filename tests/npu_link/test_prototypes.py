@@ -26,8 +26,8 @@ void probe(void* fn, aclTensor* t, const aclTensor* ct, uint64_t* ws, aclOpExecu
   float smoothing = 0.0f;
   double smoothing_f64 = 0.0;
   bool yes = true;
-  int64_t start = 0, last = 127;
-  (void)smoothing; (void)smoothing_f64; (void)yes; (void)start; (void)last; (void)ct;
+  int64_t start = 0, end = 128;
+  (void)smoothing; (void)smoothing_f64; (void)yes; (void)start; (void)end; (void)ct;
 """
 
 # The calls the adapter makes, argument for argument (FLCE memory-saving, BN, forwards).
@@ -35,7 +35,7 @@ GOOD = {
     "flce_grad": "typed_call<FlceGradPhase1>(fn, t, t, t, t, t, smoothing, t, t, nullptr, t, t, ws, ex);",
     "flce_grad_custom": "typed_call<FlceGradCustomPhase1>(fn, t, t, t, t, t, t, t, nullptr, smoothing_f64, t, t, ws, ex);",
     "bn_reduce": "typed_call<BnReducePhase1>(fn, t, t, t, t, nullptr, yes, yes, yes, t, t, t, t, ws, ex);",
-    "online_max_sum": "typed_call<OnlineMaxSumPhase1>(fn, t, t, t, start, last, t, t, t, t, t, nullptr, ws, ex);",
+    "online_max_sum": "typed_call<OnlineMaxSumPhase1>(fn, t, t, t, start, end, t, t, t, t, t, nullptr, ws, ex);",
     "loss_with_max_sum": "typed_call<LossWithMaxSumPhase1>(fn, t, t, t, smoothing, nullptr, nullptr, t, t, t, ws, ex);",
 }
 
@@ -48,7 +48,7 @@ BAD = {
     # our package's generated API takes the attribute after the inputs, as a double
     "custom_flce_in_builtin_order": "typed_call<FlceGradCustomPhase1>(fn, t, t, t, t, t, smoothing_f64, t, t, nullptr, t, t, ws, ex);",
     "float_for_bool": "typed_call<BnReducePhase1>(fn, t, t, t, t, nullptr, smoothing, yes, yes, t, t, t, t, ws, ex);",
-    "bool_for_int64": "typed_call<OnlineMaxSumPhase1>(fn, t, t, t, yes, last, t, t, t, t, t, nullptr, ws, ex);",
+    "bool_for_int64": "typed_call<OnlineMaxSumPhase1>(fn, t, t, t, yes, end, t, t, t, t, t, nullptr, ws, ex);",
     "const_tensor_as_output": "typed_call<FlceGradPhase1>(fn, t, t, t, t, t, smoothing, t, t, nullptr, ct, t, ws, ex);",
     "executor_for_workspace_size": "typed_call<LossWithMaxSumPhase1>(fn, t, t, t, smoothing, nullptr, nullptr, t, t, t, ex, ws);",
 }

@@ -11,6 +11,7 @@
 //
 // The block logits come from the GEMM layer (gemm.h), fp32 out of half operands, on the
 // engine it chose for the dtype (float16: portable, which widens chunk and block to fp32).
+#include "../target_mask.h"
 #include "../validation.h"
 #include "gemm.h"
 #include "gemm_operands.h"
@@ -108,7 +109,7 @@ fused_linear_online_max_sum_cpu(const at::Tensor& input, const at::Tensor& weigh
   std::vector<int64_t> columns(bt);
   at::Tensor target_mask = at::empty({(bt + 7) / 8}, input.options().dtype(at::kByte));
   uint8_t* mask_bytes = target_mask.mutable_data_ptr<uint8_t>();
-  std::fill(mask_bytes, mask_bytes + target_mask.numel(), uint8_t{0xFF});  // padding bits 1
+  std::fill(mask_bytes, mask_bytes + target_mask.numel(), uint8_t{0xFF});
   at::Tensor masked_long = at::empty({bt}, target_long.options());
   int64_t* mt = masked_long.mutable_data_ptr<int64_t>();
   for (int64_t i = 0; i < bt; ++i) {
@@ -117,6 +118,11 @@ fused_linear_online_max_sum_cpu(const at::Tensor& input, const at::Tensor& weigh
     mt[i] = masked ? 0 : columns[i];
     if (!masked) {
       mask_bytes[i / 8] &= static_cast<uint8_t>(~(1u << (i % 8)));  // LSB first
+    }
+  }
+  if (!padding_row_masked(vocab_start_index, vocab_end_index)) {  // as CANN's kernel
+    for (int64_t i = bt; i < target_mask.numel() * 8; ++i) {
+      mask_bytes[i / 8] &= static_cast<uint8_t>(~(1u << (i % 8)));
     }
   }
   const at::Tensor masked_target = masked_long.to(target.scalar_type());

@@ -4,8 +4,9 @@
 // code path, with the outputs allocated as torch_npu allocates them (float16 sums only
 // when input and mean are both float16, float32 otherwise) and the gaps of the op filled:
 //   - an input with no elements: the op leaves its outputs unwritten, we zero them;
-//   - internal formats (e.g. NC1HWC0) cast to their base format, strided views (e.g.
-//     channels_last) made contiguous.
+//   - internal formats (e.g. NC1HWC0) cast to their base format; strided views (e.g.
+//     channels_last) passed as they are to CANN's built-in (it makes them contiguous
+//     itself), made contiguous for our package.
 #include "aclnn_call.h"
 #include "npu_tensors.h"
 
@@ -48,11 +49,13 @@ BnOutputs run_bn_reduce_backward(const AclnnOp& op, const at::Tensor& grad_out,
     return {sum_dy, sum_dy_xmu, grad_weight, grad_bias};
   }
 
-  at::Tensor grad_out_c = as_aclnn_input(grad_out);
-  at::Tensor input_c = as_aclnn_input(input);
-  at::Tensor mean_c = as_aclnn_input(mean);
-  at::Tensor invstd_c = as_aclnn_input(invstd);
-  MaybeTensor weight_c = weight.has_value() ? MaybeTensor(as_aclnn_input(*weight)) : std::nullopt;
+  const Strides strides = op.custom ? Strides::kContiguousOnly : Strides::kAnyView;
+  at::Tensor grad_out_c = as_aclnn_input(grad_out, strides);
+  at::Tensor input_c = as_aclnn_input(input, strides);
+  at::Tensor mean_c = as_aclnn_input(mean, strides);
+  at::Tensor invstd_c = as_aclnn_input(invstd, strides);
+  MaybeTensor weight_c =
+      weight.has_value() ? MaybeTensor(as_aclnn_input(*weight, strides)) : std::nullopt;
   run_aclnn<BnReducePhase1>(op, nullptr, grad_out_c, input_c, mean_c, invstd_c, weight_c,
                             input_g, weight_g, bias_g, sum_dy, sum_dy_xmu, grad_weight,
                             grad_bias);

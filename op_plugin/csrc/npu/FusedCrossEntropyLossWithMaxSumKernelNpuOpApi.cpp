@@ -32,12 +32,12 @@ std::tuple<at::Tensor, at::Tensor> fused_cross_entropy_loss_with_max_sum(
   }
   std::optional<at::Tensor> logits_c, softmax_out;
   if (vocab_parallel_logits.has_value() && vocab_parallel_logits->size(1) > 0) {
-    logits_c = as_aclnn_input(*vocab_parallel_logits);
+    logits_c = as_aclnn_input(*vocab_parallel_logits, Strides::kAnyView);
     softmax_out = softmax;
   }
-  at::Tensor max_c = as_aclnn_input(logits_max);
-  at::Tensor sum_c = as_aclnn_input(sum_exp_logits);
-  at::Tensor predicted_c = as_aclnn_input(predicted_logits);
+  at::Tensor max_c = as_aclnn_input(logits_max, Strides::kAnyView);
+  at::Tensor sum_c = as_aclnn_input(sum_exp_logits, Strides::kAnyView);
+  at::Tensor predicted_c = as_aclnn_input(predicted_logits, Strides::kAnyView);
   float smoothing = static_cast<float>(label_smoothing);  // validated: 0
   std::optional<at::Tensor> no_input, no_weight;          // validated: None (as on the NPU)
   run_aclnn<LossWithMaxSumPhase1>(k_fused_cross_entropy_loss_with_max_sum, nullptr, max_c,

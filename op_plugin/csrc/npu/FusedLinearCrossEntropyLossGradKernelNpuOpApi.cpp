@@ -5,9 +5,11 @@
 // device:
 //   - masked_target outside [0, V) on an unmasked row: checked on the device
 //     (npu_tensors.h, target_check_mode) instead of by a host copy;
-//   - a bool target_mask [BT]: packed to the op's uint8 form on the device;
+//   - a bool target_mask [BT]: passed as it is to CANN's built-in, which takes DT_BOOL;
+//     packed to uint8 on the device for our package;
 //   - BT == 0 (or H == 0, V == 0): the op leaves its outputs unwritten, we zero them;
-//   - internal formats (an NZ weight) cast to ND, strided views made contiguous.
+//   - internal formats (an NZ weight) cast to ND; strided views passed as they are to
+//     CANN's built-in (it makes them contiguous itself), made contiguous for our package.
 #include "aclnn_call.h"
 #include "builtin_limits.h"
 #include "npu_tensors.h"
@@ -19,8 +21,9 @@
 namespace ascend_ops::npu {
 namespace {
 
-std::optional<at::Tensor> as_aclnn_optional(const std::optional<at::Tensor>& t) {
-  return t.has_value() ? std::optional<at::Tensor>(as_aclnn_input(*t)) : std::nullopt;
+std::optional<at::Tensor> as_aclnn_optional(const std::optional<at::Tensor>& t,
+                                            Strides strides) {
+  return t.has_value() ? std::optional<at::Tensor>(as_aclnn_input(*t, strides)) : std::nullopt;
 }
 
 std::tuple<at::Tensor, at::Tensor> run_flce_grad(
@@ -49,23 +52,28 @@ std::tuple<at::Tensor, at::Tensor> run_flce_grad(
                                    softmax.has_value());
   }
 
-  at::Tensor mask = target_mask.scalar_type() == at::kBool ? pack_bool_mask(target_mask)
-                                                           : as_aclnn_input(target_mask);
-  at::Tensor target = as_aclnn_input(masked_target);
+  const Strides strides = op.custom ? Strides::kContiguousOnly : Strides::kAnyView;
+  // CANN's built-in takes a DT_BOOL [BT] mask as it is (its aclnn_*.cpp admits DT_BOOL and
+  // DT_UINT8); our package takes the packed uint8 form only.
+  at::Tensor mask = target_mask.scalar_type() == at::kBool && op.custom
+                        ? pack_bool_mask(target_mask)
+                        : as_aclnn_input(target_mask, strides);
+  at::Tensor target = as_aclnn_input(masked_target, strides);
   check_targets(mask, target, weight.size(0));
-  at::Tensor grad_c = as_aclnn_input(grad);
-  at::Tensor input_c = as_aclnn_input(input);
-  at::Tensor weight_c = as_aclnn_input(weight);
+  at::Tensor grad_c = as_aclnn_input(grad, strides);
+  at::Tensor input_c = as_aclnn_input(input, strides);
+  at::Tensor weight_c = as_aclnn_input(weight, strides);
   // The op reads logits_max / sum_exp_logits only when softmax is absent: pass exactly
   // one mode's inputs so its choice of mode is the one SPEC makes by `softmax is None`.
   std::optional<at::Tensor> max_c, sum_c, softmax_c;
   if (softmax.has_value()) {
     // High-performance mode: the op may overwrite softmax (declared `Tensor(a!)?`). A
-    // non-contiguous softmax is copied, so the caller's tensor is then left intact.
-    softmax_c = as_aclnn_input(*softmax);
+    // non-contiguous softmax is copied (by the op or here), so the caller's tensor is
+    // then left intact.
+    softmax_c = as_aclnn_input(*softmax, strides);
   } else {
-    max_c = as_aclnn_optional(logits_max);
-    sum_c = as_aclnn_optional(sum_exp_logits);
+    max_c = as_aclnn_optional(logits_max, strides);
+    sum_c = as_aclnn_optional(sum_exp_logits, strides);
   }
   if (op.custom) {  // the generated API: the attribute (a double) after the inputs
     run_aclnn<FlceGradCustomPhase1>(op, nullptr, grad_c, input_c, weight_c, mask, target,

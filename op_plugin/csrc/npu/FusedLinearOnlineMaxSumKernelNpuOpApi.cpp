@@ -1,11 +1,16 @@
 // NPU kernel of fused_linear_online_max_sum (SPEC §3, the forward's local statistics):
-// the shared validation, then CANN's aclnnFusedLinearOnlineMaxSum with our vocabulary
-// range convention adapted, and the cases the op refuses filled in:
-//   - our vocab_end_index is exclusive, the op's is inclusive (a row is masked when
-//     target > vocabEndIndex): we pass end - 1; an empty id range [s, s) has no inclusive
-//     form, so its targets are replaced by -1 (< s: masked on every row);
+// the shared validation, then CANN's aclnnFusedLinearOnlineMaxSum, and the cases the op
+// refuses filled in:
+//   - the id range goes to the op as it is, [start, end) with end exclusive: CANN's kernel
+//     masks `target < vocabStartIndex` (CMPMODE::LT) or `target >= vocabEndIndex`
+//     (CMPMODE::GE) (ops-nn matmul/fused_linear_online_max_sum/op_kernel/
+//     fused_linear_online_max_sum.h, TargetInnerProcess), as CANN's own golden test does
+//     (`vocab_end_index` exclusive). Its doc page's `target > vocabEndIndex` disagrees
+//     with the kernel; we follow the kernel. An empty range, end == start, is accepted by
+//     the op (its check is end >= start) and masks every row;
 //   - BT == 0: empty outputs without a call; V == 0 (the op needs V >= 1): the statistics
-//     of an empty shard (max -inf, sums 0, every row masked), as the reference gives.
+//     of an empty shard (max -inf, sums 0, every row and padding bit masked), as the
+//     reference gives.
 #include "aclnn_call.h"
 #include "builtin_limits.h"
 #include "npu_tensors.h"
@@ -41,25 +46,21 @@ fused_linear_online_max_sum(const at::Tensor& input, const at::Tensor& weight,
     logits_max.fill_(-std::numeric_limits<float>::infinity());
     sum_exp_logits.zero_();
     predicted_logits.zero_();
-    target_mask.fill_(0xFF);
+    target_mask.fill_(0xFF);  // end == start: the padding rule gives 1 too (target_mask.h)
     masked_target.zero_();
     return {logits_max, sum_exp_logits, predicted_logits, target_mask, masked_target, logits};
   }
   check_builtin_online_max_sum_limits(input.size(1), vocab);
 
-  at::Tensor input_c = as_aclnn_input(input);
-  at::Tensor weight_c = as_aclnn_input(weight);
-  at::Tensor target_c = as_aclnn_input(target);
+  at::Tensor input_c = as_aclnn_input(input, Strides::kAnyView);
+  at::Tensor weight_c = as_aclnn_input(weight, Strides::kAnyView);
+  at::Tensor target_c = as_aclnn_input(target, Strides::kAnyView);
   int64_t start = vocab_start_index;
-  int64_t last = vocab_end_index - 1;  // inclusive
-  if (vocab_end_index == vocab_start_index) {
-    target_c = at::full_like(target_c, -1);
-    last = start;
-  }
+  int64_t end = vocab_end_index;  // exclusive, as the kernel compares (see above)
   std::optional<at::Tensor> logits_out =
       return_logits ? std::optional<at::Tensor>(logits) : std::nullopt;
   run_aclnn<OnlineMaxSumPhase1>(k_fused_linear_online_max_sum, nullptr, input_c, weight_c,
-                                target_c, start, last, logits_max, sum_exp_logits,
+                                target_c, start, end, logits_max, sum_exp_logits,
                                 predicted_logits, target_mask, masked_target, logits_out);
   return {logits_max, sum_exp_logits, predicted_logits, target_mask, masked_target, logits};
 }

@@ -65,6 +65,48 @@ std::string cann_error_message() {
 }
 
 namespace detail {
+namespace {
+
+// CANN's PTA executor-cache hooks (libopapi.so), each null when the CANN in use lacks it.
+struct PtaCacheHooks {
+  void (*init)() = nullptr;                          // InitPTACacheThreadLocal
+  void (*set_hash_key)(uint64_t) = nullptr;          // SetPTAHashKey
+  void (*set_cache_hash_key)(uint8_t*, size_t) = nullptr;  // SetPTACacheHashKey
+  void (*uninit)() = nullptr;                        // UnInitPTACacheThreadLocal
+};
+
+const PtaCacheHooks& pta_cache_hooks() {
+  static const PtaCacheHooks hooks = [] {
+    PtaCacheHooks h;
+    h.init = reinterpret_cast<void (*)()>(GetOpApiFuncAddr("InitPTACacheThreadLocal"));
+    h.set_hash_key = reinterpret_cast<void (*)(uint64_t)>(GetOpApiFuncAddr("SetPTAHashKey"));
+    h.set_cache_hash_key =
+        reinterpret_cast<void (*)(uint8_t*, size_t)>(GetOpApiFuncAddr("SetPTACacheHashKey"));
+    h.uninit = reinterpret_cast<void (*)()>(GetOpApiFuncAddr("UnInitPTACacheThreadLocal"));
+    return h;
+  }();
+  return hooks;
+}
+
+}  // namespace
+
+PtaCacheResetScope::PtaCacheResetScope() {
+  const PtaCacheHooks& hooks = pta_cache_hooks();
+  if (hooks.init != nullptr && hooks.set_hash_key != nullptr) {  // as EXEC_NPU_CMD_SYNC
+    hooks.init();
+    hooks.set_hash_key(0);
+    if (hooks.set_cache_hash_key != nullptr) {
+      hooks.set_cache_hash_key(nullptr, 0);
+    }
+  }
+}
+
+PtaCacheResetScope::~PtaCacheResetScope() {
+  const PtaCacheHooks& hooks = pta_cache_hooks();
+  if (hooks.uninit != nullptr) {
+    hooks.uninit();
+  }
+}
 
 void throw_phase1_error(const AclnnOp& op, int status, const char* invalid_hint) {
   const bool refused = status == 161002 || status >= 561000;

@@ -72,9 +72,10 @@ aclnnStatus aclnnAscendOpsBatchNormReduceBackward(void* workspace, uint64_t work
                                                   aclrtStream stream);
 
 // --- the forward companions (SPEC §3), CANN's built-ins only -------------------------
-// vocabEndIndex is INCLUSIVE here (a row is masked when target > vocabEndIndex); ours is
-// exclusive: the adapter passes end - 1. vocabParallelLogitsOutOptional null selects the
-// memory-saving branch.
+// [vocabStartIndex, vocabEndIndex) with the end EXCLUSIVE, as ours: CANN's kernel masks
+// target >= vocabEndIndex (CMPMODE::GE), though its doc page writes `>`. vocabEnd ==
+// vocabStart is accepted. vocabParallelLogitsOutOptional null selects the memory-saving
+// branch.
 aclnnStatus aclnnFusedLinearOnlineMaxSumGetWorkspaceSize(
     const aclTensor* input, const aclTensor* weight, const aclTensor* target,
     int64_t vocabStartIndex, int64_t vocabEndIndex, aclTensor* logitsMaxLocalOut,

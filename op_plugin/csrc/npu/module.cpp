@@ -34,7 +34,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "[(op, aclnn name, CANN release, custom package's aclnn name or None)] of this build.");
   m.def("aclnn_available", &npu::aclnn_available, py::arg("name"),
         "Whether aclnn `name` and its GetWorkspaceSize resolve (custom op packages on "
-        "ASCEND_CUSTOM_OPP_PATH first, then CANN's libopapi.so).");
+        "ASCEND_CUSTOM_OPP_PATH and the vendors config.ini first, then CANN's libopapi.so).");
   m.def("require_aclnn",
         [](const std::string& name, const std::string& cann, bool custom) {
           npu::resolve_aclnn({name.c_str(), cann.c_str(), custom});

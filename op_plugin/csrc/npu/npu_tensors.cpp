@@ -26,13 +26,16 @@ bool is_base_format(int64_t format) {
 
 }  // namespace
 
-at::Tensor as_aclnn_input(const at::Tensor& t) {
+at::Tensor as_aclnn_input(const at::Tensor& t, Strides strides) {
   at::Tensor out = t;
   if (!is_base_format(at_npu::native::get_npu_format(out))) {
     const int64_t base = out.dim() == 4 ? kFormatNchw : out.dim() == 5 ? kFormatNcdhw : kFormatNd;
     out = at_npu::native::npu_format_cast(out, base);
   }
-  return out.is_contiguous() ? out : out.contiguous();
+  if (strides == Strides::kAnyView || out.is_contiguous()) {
+    return out;
+  }
+  return out.contiguous();
 }
 
 at::Tensor pack_bool_mask(const at::Tensor& mask) {
@@ -62,12 +65,11 @@ std::string target_check_mode() {
   return mode;
 }
 
-void check_targets(const at::Tensor& packed_mask, const at::Tensor& masked_target,
-                   int64_t vocab) {
+void check_targets(const at::Tensor& mask, const at::Tensor& masked_target, int64_t vocab) {
   const std::string mode = target_check_mode();
   const int64_t rows = masked_target.size(0);
   if (mode == "host") {
-    const std::vector<RowTarget> targets = row_targets(packed_mask, masked_target, rows);
+    const std::vector<RowTarget> targets = row_targets(mask, masked_target, rows);
     for (int64_t i = 0; i < rows; ++i) {
       TORCH_CHECK_VALUE(targets[i].masked || (targets[i].column >= 0 && targets[i].column < vocab),
                         "fused_linear_cross_entropy_loss_grad: 'masked_target' must lie in [0, V) = [0, ",
@@ -75,13 +77,16 @@ void check_targets(const at::Tensor& packed_mask, const at::Tensor& masked_targe
                         "] = ", targets[i].column);
     }
   } else if (mode == "device" && rows > 0) {
-    // Unpack bit i % 8 of byte i / 8 for each row: floor(byte / 2^k) mod 2.
-    const at::Tensor bytes = packed_mask.slice(0, 0, (rows + 7) / 8).to(at::kInt);
-    std::vector<at::Tensor> bits;
-    for (int64_t bit = 0; bit < 8; ++bit) {
-      bits.push_back(at::remainder(at::div(bytes, int64_t{1} << bit, "floor"), 2));
+    at::Tensor masked = mask;
+    if (mask.scalar_type() != at::kBool) {
+      // Unpack bit i % 8 of byte i / 8 for each row: floor(byte / 2^k) mod 2.
+      const at::Tensor bytes = mask.slice(0, 0, (rows + 7) / 8).to(at::kInt);
+      std::vector<at::Tensor> bits;
+      for (int64_t bit = 0; bit < 8; ++bit) {
+        bits.push_back(at::remainder(at::div(bytes, int64_t{1} << bit, "floor"), 2));
+      }
+      masked = at::stack(bits, 1).reshape({-1}).slice(0, 0, rows).to(at::kBool);
     }
-    const at::Tensor masked = at::stack(bits, 1).reshape({-1}).slice(0, 0, rows).to(at::kBool);
     const at::Tensor outside = at::logical_or(masked_target.lt(0), masked_target.ge(vocab));
     const at::Tensor any_bad = at::logical_and(outside, at::logical_not(masked)).any();
     at::_assert_async(at::logical_not(any_bad),

@@ -9,13 +9,21 @@
 
 namespace ascend_ops::npu {
 
-// `t` in a form every aclnn op here accepts: an internal NPU format (e.g. FRACTAL_NZ
-// for a weight) cast to its base format (ND; NCHW / NCDHW for 4-D / 5-D), and strided
-// views made contiguous. An already usable tensor is returned as is, never copied.
-at::Tensor as_aclnn_input(const at::Tensor& t);
+// Whether an aclnn op takes strided views. CANN's built-ins here make every input
+// contiguous inside phase 1 (l0op::Contiguous in each op's aclnn_*.cpp in hicann/ops-nn),
+// so a view goes to them as it is; our custom op package's generated API is not known to,
+// so its inputs are made contiguous first.
+enum class Strides { kAnyView, kContiguousOnly };
+
+// `t` in a form the aclnn op accepts: an internal NPU format (e.g. FRACTAL_NZ for a
+// weight) cast to its base format (ND; NCHW / NCDHW for 4-D / 5-D), and, for an op that
+// takes kContiguousOnly, strided views made contiguous. An already usable tensor is
+// returned as is, never copied.
+at::Tensor as_aclnn_input(const at::Tensor& t, Strides strides);
 
 // Bool mask [BT] (True = masked) -> bit-packed uint8 [ceil(BT/8)], LSB first, padding
-// bits 1, computed on the mask's device.
+// bits 1 (never read), computed on the mask's device. For our custom op package, which
+// takes the uint8 form only; CANN's built-in takes the bool mask as it is.
 at::Tensor pack_bool_mask(const at::Tensor& mask);
 
 // How the NPU kernels check that masked_target lies in [0, V) on unmasked rows (SPEC §1):
@@ -26,9 +34,8 @@ at::Tensor pack_bool_mask(const at::Tensor& mask);
 //   "off":    neither: like CANN's built-in, an out-of-range target is not detected.
 std::string target_check_mode();
 
-// Applies target_check_mode() to one call: `packed_mask` is the bit-packed form.
-// Raises ValueError in "host" mode; queues the assert in "device" mode.
-void check_targets(const at::Tensor& packed_mask, const at::Tensor& masked_target,
-                   int64_t vocab);
+// Applies target_check_mode() to one call: `mask` is the bit-packed uint8 form or the
+// bool form [BT]. Raises ValueError in "host" mode; queues the assert in "device" mode.
+void check_targets(const at::Tensor& mask, const at::Tensor& masked_target, int64_t vocab);
 
 }  // namespace ascend_ops::npu

@@ -26,7 +26,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from .. import _aten
+from .. import _aten, _npu_adapter
 from .._extension import native
 
 __all__ = ["SyncBatchNorm"]
@@ -64,6 +64,7 @@ class SyncBatchNorm(_BatchNorm):
         if not (use_batch_stats and self.training):
             return nn.functional.batch_norm(input, running_mean, running_var, self.weight,
                                             self.bias, use_batch_stats, factor, self.eps)
+        _check_npu_dtype(input)
         group = self._group()
         world = 1 if group is None else dist.get_world_size(group)
         return _SyncBatchNormFunction.apply(input, self.weight, self.bias, running_mean,
@@ -119,6 +120,16 @@ def _stats_dtype(input: torch.Tensor, mean: torch.Tensor | None) -> torch.dtype:
     if input.device.type == "cpu" or input.dtype == torch.float64:
         return torch.float64
     return torch.float32 if mean is None else mean.dtype
+
+
+def _check_npu_dtype(input: torch.Tensor) -> None:
+    """On NPU tensors torch_npu runs the sync-BN steps with CANN's kernels, which have no
+    float64 (aclnnBatchNormReduceBackward: float32, float16, bfloat16 on Atlas A2/A3): say
+    so before the first step, instead of CANN's 161002 from inside it."""
+    if input.device.type in _npu_adapter.NPU_DEVICE_TYPES and input.dtype == torch.float64:
+        raise TypeError("SyncBatchNorm: on NPU tensors 'input' must be torch.float32, "
+                        "torch.float16 or torch.bfloat16 (CANN's batch-norm kernels have no "
+                        "float64), got torch.float64")
 
 
 def _dense(t: torch.Tensor) -> torch.Tensor:

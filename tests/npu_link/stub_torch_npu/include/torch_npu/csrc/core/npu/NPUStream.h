@@ -1,0 +1,2 @@
+// TEST DOUBLE (see op_plugin/utils/op_api_common_base.h here).
+#pragma once
