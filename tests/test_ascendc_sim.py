@@ -231,6 +231,10 @@ MIX_RULES = {
                                                       "AIC 1 (FIX) wrote them and this core reads them"),
     "tiling_without_its_l1_size": (33, "AIC 1/2", "REGIST_MATMUL_OBJ", "shareL1Size 0 must cover"),
     "vector_pipe_flag_on_the_cube_core": (34, "AIC 1/2", "CrossCoreSetFlag", "not a pipe of the cube core"),
+    "tiling_without_its_l0c_size": (35, "AIC 1/2", "REGIST_MATMUL_OBJ", "shareL0CSize 0 must cover one L0C block"),
+    "tiling_k_steps_not_multiples": (36, "AIC 1/2", "REGIST_MATMUL_OBJ", "one must be a multiple of the other"),
+    "tiling_depth_not_whole_l1_fills": (37, "AIC 1/2", "REGIST_MATMUL_OBJ", "must be 1 or 2 L1 fills"),
+    "batch_tiling_on_a_plain_matmul": (38, "AIC 1/2", "REGIST_MATMUL_OBJ", "batch matmul and those features"),
 }
 
 
@@ -245,6 +249,15 @@ def test_mix_selftest_kernel_runs_clean_without_a_bug():
     error, y, (a, b) = _sim.run_selftest_mix(0, blocks=3)
     assert error is None, error
     _assert_mix_result(y, a, b, 3)
+
+
+def test_mode_0_needs_every_core_of_its_kind_resident():
+    # 25 AI cores: 25 AICs (and 50 AIVs) meet with mode-0 flags, more than the 910B holds.
+    ai_cores = _sim.platform_910b().aiCores
+    assert _sim.run_selftest_mix(0, blocks=ai_cores)[0] is None
+    error, _, _ = _sim.run_selftest_mix(0, blocks=ai_cores + 1)
+    assert error is not None and ", CrossCoreSetFlag: mode 0 synchronises all " in error, error
+    assert "cores of the launch, more than the chip's" in error, error
 
 
 def test_a_flag_counter_holds_exactly_15_pending_sets():

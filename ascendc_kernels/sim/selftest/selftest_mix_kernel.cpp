@@ -53,6 +53,10 @@ enum MixBug : int32_t {
   kFlagOnWrongPipe,      // the AIC flags C on PIPE_MTE2, which its fixpipe's stores are not ordered before
   kTilingWithoutL1Size,  // shareL1Size 0: what a hand-filled TCubeTiling leaves unset
   kSetOnVectorPipeOnCube,  // CrossCoreSetFlag<2, PIPE_V> on the AIC: not a cube pipe
+  kTilingWithoutL0CSize,   // shareL0CSize 0
+  kTilingStepKMismatch,    // stepKa 2, stepKb 3: neither a multiple of the other
+  kTilingDepthNotFills,    // depthA1 3 with stepM x stepKa = 1: not 1 or 2 L1 fills
+  kTilingBatchField,       // batchM 2: a batch Matmul's tiling on a plain Matmul
 };
 
 constexpr int32_t kN = 32;  // M = N = K
@@ -80,6 +84,10 @@ TCubeTiling Tiling(int32_t bug) {
   t.shareL1Size = (t.depthA1 * t.baseM + t.depthB1 * t.baseN) * t.baseK * 2;
   t.shareL0CSize = t.baseM * t.baseN * 4 * t.dbL0C;
   if (bug == kTilingWithoutL1Size) t.shareL1Size = 0;
+  if (bug == kTilingWithoutL0CSize) t.shareL0CSize = 0;
+  if (bug == kTilingStepKMismatch) { t.stepKa = t.depthA1 = 2; t.stepKb = t.depthB1 = 3; }
+  if (bug == kTilingDepthNotFills) t.depthA1 = 3;
+  if (bug == kTilingBatchField) t.batchM = 2;
   return t;
 }
 
