@@ -186,3 +186,55 @@ def test_kernels_take_event_ids_from_the_pipe_and_declare_a_mix_type_for_syncall
     assert not literal, f"hard-coded event IDs: {literal}"
     if re.search(r"\bSyncAll\s*(<[^>]*>)?\s*\(", text):
         assert re.search(r"KERNEL_TASK_TYPE_DEFAULT\(KERNEL_TYPE_MIX_\w+\)", text)
+
+
+@pytest.mark.parametrize("op", sorted(OPS.values()))
+def test_tiling_funcs_ask_for_batch_mode(op):
+    # The kernels synchronise across cores (SyncAll, cross-core flags): without batch mode a
+    # launch may start on some of its cores while another stream's kernel holds the rest.
+    source = (KERNELS / op / "op_host" / f"{op}_def.cpp").read_text()
+    assert re.search(r"context->SetBlockDim\([^;]*\);\s*(//[^\n]*\n\s*)*context->SetScheduleMode\(1\);", source)
+
+
+def test_flce_tiling_func_takes_its_matmul_tilings_from_cann_s_library():
+    source = (KERNELS / OPS["AscendOpsFusedLinearCrossEntropyLossGrad"] / "op_host"
+              / "fused_linear_cross_entropy_loss_grad_def.cpp").read_text()
+    assert "matmul_tiling::MultiCoreMatmulTiling mm(ascendc);" in source
+    for call in ("SetDim(1)", "SetFixSplit(r.baseM, r.baseN, r.baseK)", "SetTraverse(matmul_tiling::MatrixTraverse::FIRSTM)",
+                 "SetBufferSpace(", "GetTiling(out) != -1"):
+        assert call in source, call
+    # The same requests as the simulator's port (FlceMatmulRequests), one per Matmul, in the
+    # tiling data the kernel hands to MatmulImpl::Init.
+    assert "FlceMatmulRequests(" in source
+    assert re.findall(r"CannCubeTiling\(ascendc, requests\[(\d)\], (\w+), (\w+), dtype, d\.(\w+)\)", source) == [
+        ("0", "false", "true", "logitsMm"), ("1", "false", "false", "inputGradMm"),
+        ("2", "true", "false", "weightGradMm")]
+
+
+@pytest.mark.parametrize("source", sorted(KERNELS.glob("*/op_kernel/*.cpp")), ids=lambda p: p.name)
+def test_kernels_drive_the_cube_from_the_aic_and_use_current_api_names(source):
+    text = source.read_text()
+    if "lib/matmul_intf.h" in text:
+        # Without ASCENDC_CUBE_ONLY, REGIST_MATMUL_OBJ in a MIX kernel makes the AIC a KFC
+        # server: cube code on the AIC after it never runs.
+        assert text.index("#define ASCENDC_CUBE_ONLY") < text.index('#include "lib/matmul_intf.h"')
+        assert not re.search(r"^\s*REGIST_MATMUL_OBJ\(", text, re.M) and re.search(r"\.Init\(&", text)
+    assert "SetSysWorkspace" not in text  # deprecated: the framework sets the system workspace
+    assert "GetTaskRation" not in text  # GetTaskRatio is the documented name
+    assert not re.search(r"(?<![:\w])TCubeTiling\b", text)  # AscendC::tiling::TCubeTiling
+    if "std::is_same" in text:
+        assert "#include <type_traits>" in text
+
+
+def test_the_simulator_tcubetiling_has_the_fields_the_kernel_checks_against_cann_s():
+    # kernel_tiling.h (simulator) and the tiling data's static_asserts (compiled against the
+    # real header by ascendc-check in CI) must name the same 50 fields in the same order.
+    sim_header = (KERNELS / "sim" / "include" / "kernel_tiling" / "kernel_tiling.h").read_text()
+    listed = re.search(r"#define ASCEND_OPS_TCUBETILING_FIELDS\(X\)(.*?)\n\n", sim_header, re.S).group(1)
+    sim_fields = re.findall(r"X\((\w+)\)", listed)
+    checks = (KERNELS / "fused_linear_cross_entropy_loss_grad" / "op_kernel"
+              / "fused_linear_cross_entropy_loss_grad_tiling_data.h").read_text()
+    pairs = re.findall(r"FLCE_CUBE_FIELD\((\w+), (\d+)\)", checks)
+    assert len(sim_fields) == 50
+    assert [name for name, _ in pairs] == sim_fields
+    assert [int(i) for _, i in pairs] == list(range(50))

@@ -195,7 +195,7 @@ def _flce_sim(inputs, **options):
 # Bug number in ascendc_kernels/sim/selftest/selftest_mix_kernel.cpp -> the core that
 # misbehaves (on the last of 2 AI cores), the call, and words the message must contain.
 MIX_RULES = {
-    "matmul_on_a_vector_core": (1, "AIV 3/4", "REGIST_MATMUL_OBJ", "runs on the cube core"),
+    "matmul_on_a_vector_core": (1, "AIV 3/4", "Matmul::Init", "runs on the cube core"),
     "l0a_overflow": (2, "AIC 1/2", "REGIST_MATMUL_OBJ", "L0A overflow"),
     "l0b_overflow": (3, "AIC 1/2", "REGIST_MATMUL_OBJ", "L0B overflow"),
     "l0c_overflow": (4, "AIC 1/2", "REGIST_MATMUL_OBJ", "L0C overflow"),
@@ -205,7 +205,7 @@ MIX_RULES = {
     "transpose_not_declared": (8, "AIC 1/2", "Matmul::SetTensorA", "without ISTRANS"),
     "single_shape_beyond_tiling": (9, "AIC 1/2", "Matmul::SetSingleShape", "exceeds the tiling's singleCore"),
     "iterate_without_operand": (10, "AIC 1/2", "Matmul::IterateAll", "must be called before Iterate"),
-    "matmul_without_system_workspace": (11, "AIC 1/2", "REGIST_MATMUL_OBJ", "needs the system workspace"),
+    "flag_set_on_the_scalar_pipe": (11, "AIC 1/2", "CrossCoreSetFlag", "PIPE_S: only Atlas 350"),
     "regist_after_init_buffer": (12, "AIC 1/2", "REGIST_MATMUL_OBJ", "after TPipe::InitBuffer"),
     "more_than_four_matmuls": (13, "AIC 1/2", "REGIST_MATMUL_OBJ", "more than 4 Matmul objects"),
     "c_beyond_its_tensor": (14, "AIC 1/2", "Matmul::IterateAll", "beyond its GlobalTensor's 512"),
@@ -219,20 +219,79 @@ MIX_RULES = {
     "mode_1_flag_on_the_cube_core": (22, "AIC 1/2", "CrossCoreSetFlag", "mode 1 synchronises the two AIVs"),
     # Whichever of the two comes second is stopped: the AIV reading, or the AIC storing.
     "read_before_the_flag_is_a_data_race": (23, "A", None, "data race on GM 'user workspace'"),
-    "matmul_used_before_registration": (24, "AIC 1/2", "Matmul::SetOrgShape", "before REGIST_MATMUL_OBJ"),
+    "matmul_used_before_registration": (24, "AIC 1/2", "Matmul::SetOrgShape", "before Init or REGIST_MATMUL_OBJ"),
     "operand_beyond_its_tensor": (25, "AIC 1/2", "Matmul::IterateAll", "beyond its GlobalTensor's 512"),
     "get_tensor_c_before_iterate": (26, "AIC 1/2", "Matmul::GetTensorC", "without a block from Iterate"),
     "cube_pipe_wait_without_set": (27, "AIC 1/2", "WaitFlag", "WaitFlag with no matching SetFlag"),
+    # 16 sets of one flag before any wait: A2/A3 counters hold 15.
+    "flag_counter_past_15": (29, "AIC 1/2", "CrossCoreSetFlag", "the hardware counts at most 15"),
+    "mode_0_flag_not_set_by_every_core": (31, "AIV ", "CrossCoreWaitFlag", "none can proceed"),
+    # The flag is issued on MTE2, which the fixpipe's C stores are not ordered before.
+    "flag_on_a_pipe_that_does_not_publish_the_data": (32, "AIV ", "DataCopy(GM->UB)",
+                                                      "AIC 1 (FIX) wrote them and this core reads them"),
+    "tiling_without_its_l1_size": (33, "AIC 1/2", "REGIST_MATMUL_OBJ", "shareL1Size 0 must cover"),
+    "vector_pipe_flag_on_the_cube_core": (34, "AIC 1/2", "CrossCoreSetFlag", "not a pipe of the cube core"),
+    "tiling_without_its_l0c_size": (35, "AIC 1/2", "REGIST_MATMUL_OBJ", "shareL0CSize 0 must cover one L0C block"),
+    "tiling_k_steps_not_multiples": (36, "AIC 1/2", "REGIST_MATMUL_OBJ", "one must be a multiple of the other"),
+    "tiling_depth_not_whole_l1_fills": (37, "AIC 1/2", "REGIST_MATMUL_OBJ", "must be 1 or 2 L1 fills"),
+    "batch_tiling_on_a_plain_matmul": (38, "AIC 1/2", "REGIST_MATMUL_OBJ", "batch matmul and those features"),
 }
+
+
+def _assert_mix_result(y, a, b, blocks):
+    expected = 2 * (a.double() @ b.double().T)  # half products are exact; fp32 sums of 32 terms
+    assert torch.allclose(y.double(), expected.expand(blocks, 32, 32), rtol=1e-6, atol=1e-5)
 
 
 def test_mix_selftest_kernel_runs_clean_without_a_bug():
     # 3 AI cores: IterateAll on core 1, Iterate + GetTensorC on cores 0 and 2; mode-2 flags
-    # AIC -> AIVs, a mode-1 meeting of the two AIVs.
+    # AIC -> AIVs, a mode-1 meeting of the two AIVs, mode-0 meetings of all AIVs and all AICs.
     error, y, (a, b) = _sim.run_selftest_mix(0, blocks=3)
-    assert error is None
-    expected = 2 * (a.double() @ b.double().T)  # half products are exact; fp32 sums of 32 terms
-    assert torch.allclose(y.double(), expected.expand(3, 32, 32), rtol=1e-6, atol=1e-5)
+    assert error is None, error
+    _assert_mix_result(y, a, b, 3)
+
+
+def test_mode_0_needs_every_core_of_its_kind_resident():
+    # 25 AI cores: 25 AICs (and 50 AIVs) meet with mode-0 flags, more than the 910B holds.
+    ai_cores = _sim.platform_910b().aiCores
+    assert _sim.run_selftest_mix(0, blocks=ai_cores)[0] is None
+    error, _, _ = _sim.run_selftest_mix(0, blocks=ai_cores + 1)
+    assert error is not None and ", CrossCoreSetFlag: mode 0 synchronises all " in error, error
+    assert "cores of the launch, more than the chip's" in error, error
+
+
+def test_a_flag_counter_holds_exactly_15_pending_sets():
+    # The same kernel as flag_counter_past_15 with one set fewer runs clean.
+    error, y, (a, b) = _sim.run_selftest_mix(30, blocks=2)
+    assert error is None, error
+    _assert_mix_result(y, a, b, 2)
+
+
+# The KFC self-test kernel (selftest_kfc_kernel.cpp, bug numbers from 100): REGIST_MATMUL_OBJ
+# without ASCENDC_CUBE_ONLY makes the AIC a server for Matmul calls issued by the AIVs.
+KFC = 100
+
+
+def test_matmul_issued_by_the_vector_cores_through_kfc_runs():
+    error, y, (a, b) = _sim.run_selftest_mix(KFC, blocks=3)
+    assert error is None, error
+    _assert_mix_result(y, a, b, 3)
+
+
+def test_cube_side_matmul_under_kfc_is_reported_as_a_hang():
+    # The shape the FLCE kernel had: REGIST_MATMUL_OBJ and the Matmul calls on the AIC, the
+    # AIVs waiting for its flag. On the device the AIC would serve clients that never come.
+    error, _, _ = _sim.run_selftest_mix(KFC + 1, blocks=2)
+    assert error is not None and "kernel 'selftest_kfc'" in error, error
+    assert "none can proceed (the device would hang)" in error, error
+    assert "REGIST_MATMUL_OBJ as a KFC server" in error, error
+    assert "CrossCoreWaitFlag(0)" in error, error
+
+
+def test_kfc_needs_the_system_workspace():
+    error, _, _ = _sim.run_selftest_mix(KFC + 2, blocks=2)
+    assert error is not None and "kernel 'selftest_kfc' A" in error, error
+    assert ", REGIST_MATMUL_OBJ: " in error and "needs the system workspace" in error, error
 
 
 def test_syncall_in_a_mix_launch_counts_two_vector_cores_per_ai_core():

@@ -2,6 +2,8 @@
 called through the simulator library with chosen platform facts."""
 
 import ctypes
+import pathlib
+import re
 
 import pytest
 
@@ -144,6 +146,36 @@ def _l1_bytes(mm, elem=2):
     return (mm.depthA1 * mm.baseM + mm.depthB1 * mm.baseN) * mm.baseK * elem
 
 
+def _fields(mm):
+    return {name: getattr(mm, name) for name in _sim.FLCE_MATMUL_FIELDS}
+
+
+@pytest.mark.parametrize("h", [24, 128, 4096])
+def test_flce_matmul_tilings_are_what_cann_s_library_gives_for_the_request(h):
+    # MultiCoreMatmulTiling with SetDim(1), SetFixSplit(base), SetTraverse(FIRSTM) and the
+    # object's L1 share (op_host/…_def.cpp), by the library's rules for such a request:
+    # every field, including those a hand-filled tiling leaves at 0 (shareL1Size, ...).
+    d = flce_tiling(1000, h, 5000).data
+    k_steps = -(-h // 64)
+    a_resident = k_steps > 1 and k_steps * 128 * 64 * 2 + 2 * 256 * 64 * 2 <= 96 * 1024
+    logits = _fields(d.logitsMm)
+    assert logits == {**logits, "usedCoreNum": 1, "M": 128, "N": 256, "Ka": h, "Kb": h, "singleCoreM": 128,
+                      "singleCoreN": 256, "singleCoreK": h, "baseM": 128, "baseN": 256, "baseK": 64,
+                      "stepM": 1, "stepN": 1, "stepKa": k_steps if a_resident else 1, "stepKb": 1,
+                      "depthA1": k_steps if a_resident else 2, "depthB1": 2, "dbL0A": 2, "dbL0B": 2, "dbL0C": 1,
+                      "iterateOrder": 0, "isBias": 0, "shareMode": 0, "transLength": 0, "shareUbSize": 0,
+                      "shareL1Size": _l1_bytes(d.logitsMm), "shareL0CSize": 128 * 256 * 4,
+                      "batchM": 1, "batchN": 1, "singleBatchM": 1, "singleBatchN": 1}
+    # G·w_b and Gᵀ·x_b keep G (A) whole in L1: K = 256 and 128 are 4 and 2 base steps.
+    grad_in, grad_w = _fields(d.inputGradMm), _fields(d.weightGradMm)
+    assert (grad_in["stepKa"], grad_in["depthA1"], grad_in["shareL1Size"]) == (4, 4, 128 * 1024)
+    assert (grad_w["stepKa"], grad_w["depthA1"], grad_w["shareL1Size"]) == (2, 2, 96 * 1024)
+    for mm in (logits, grad_in, grad_w):  # batch, layout and MX fields unset
+        assert all(v == 0 for name, v in mm.items() if "Layout" in name or name in ("BatchNum", "mxTypePara",
+                                                                                     "depthAL1CacheUB",
+                                                                                     "depthBL1CacheUB"))
+
+
 @pytest.mark.parametrize("h", [1, 24, 4096])
 def test_flce_matmul_tilings_fit_the_cube_buffers(h):
     d = flce_tiling(1000, h, 5000).data
@@ -182,9 +214,27 @@ def test_flce_vector_tiles_fit_ub():
         assert d.castCols == min(h, 2048) and d.castRows >= 1
 
 
+KERNELS = pathlib.Path(__file__).resolve().parents[1] / "ascendc_kernels"
+
+
+def _kernel_keys(op, case_macro):
+    source = (KERNELS / op / "op_kernel" / f"{op}.cpp").read_text()
+    return sorted(int(k) for k in re.findall(rf"^\s*{case_macro}\((\d+),", source, re.M))
+
+
+def test_every_tiling_key_a_kernel_compiles_is_one_its_tiling_can_produce():
+    # CANN compiles one binary per key: a key no tiling produces is dead code on the device.
+    flce = {flce_tiling(4, 4, 4, dtype=d, mode=m, target64=t).tiling_key
+            for d in (1, 2) for m in (0, 1) for t in (False, True)}
+    assert sorted(flce) == _kernel_keys("fused_linear_cross_entropy_loss_grad", "FLCE_CASE") == list(range(8))
+    bn = {bn_tiling(2, 3, 4, d, stat_dtype=sd).tiling_key for d in (0, 1, 2) for sd in (0, 1, 2)}
+    assert sorted(bn) == _kernel_keys("batch_norm_reduce_backward", "BN_CASE") == list(range(9))
+
+
 def test_flce_tiling_keys_and_rejections():
-    assert flce_tiling(4, 4, 4, dtype=1, mode=0, packed=False, target64=False).tiling_key == 0
-    assert flce_tiling(4, 4, 4, dtype=2, mode=1, packed=True, target64=True).tiling_key == 15
+    assert flce_tiling(4, 4, 4, dtype=1, mode=0, target64=False).tiling_key == 0
+    assert flce_tiling(4, 4, 4, dtype=2, mode=1, target64=True).tiling_key == 7
+    assert b"bit-packed" in flce_tiling(4, 4, 4, packed=False).error  # the op takes the packed mask only
     assert b"float16 or bfloat16" in flce_tiling(4, 4, 4, dtype=0).error
     assert b"V must be" in flce_tiling(4, 4, 0).error
     for bt, h in ((0, 4), (4, 0)):  # BT = 0 or H = 0: nothing to launch (never a launch of blockDim 0)

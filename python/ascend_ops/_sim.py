@@ -68,13 +68,18 @@ class BnTiling(ctypes.Structure):
                 ("ub_bytes_per_element", _u32), ("fixed_ub_bytes", _u32), ("error", ctypes.c_char * 128)]
 
 
-FLCE_MATMUL_FIELDS = ("usedCoreNum", "M", "N", "Ka", "Kb", "singleCoreM", "singleCoreN", "singleCoreK", "baseM",
-                      "baseN", "baseK", "depthA1", "depthB1", "stepM", "stepN", "isBias", "iterateOrder", "stepKa",
-                      "stepKb", "dbL0A", "dbL0B", "dbL0C")
+# AscendC::tiling::TCubeTiling, CANN's 50 int32 fields in order (sim/include/kernel_tiling/kernel_tiling.h).
+FLCE_MATMUL_FIELDS = (
+    "usedCoreNum", "M", "N", "Ka", "Kb", "singleCoreM", "singleCoreN", "singleCoreK", "baseM", "baseN", "baseK",
+    "depthA1", "depthB1", "stepM", "stepN", "isBias", "transLength", "iterateOrder", "shareMode", "shareL1Size",
+    "shareL0CSize", "shareUbSize", "batchM", "batchN", "singleBatchM", "singleBatchN", "stepKa", "stepKb",
+    "depthAL1CacheUB", "depthBL1CacheUB", "dbL0A", "dbL0B", "dbL0C", "ALayoutInfoB", "ALayoutInfoS", "ALayoutInfoN",
+    "ALayoutInfoG", "ALayoutInfoD", "BLayoutInfoB", "BLayoutInfoS", "BLayoutInfoN", "BLayoutInfoG", "BLayoutInfoD",
+    "CLayoutInfoB", "CLayoutInfoS1", "CLayoutInfoN", "CLayoutInfoG", "CLayoutInfoS2", "BatchNum", "mxTypePara")
 
 
 class FlceMatmulTiling(ctypes.Structure):
-    """FlceMatmulTiling (fused_linear_cross_entropy_loss_grad_tiling_data.h): one Matmul's TCubeTiling fields."""
+    """TCubeTiling (kernel_tiling/kernel_tiling.h): one Matmul's tiling, as the FLCE tiling data embeds it."""
     _fields_ = [(name, ctypes.c_int32) for name in FLCE_MATMUL_FIELDS]
 
 
@@ -96,7 +101,7 @@ class FlceTiling(ctypes.Structure):
 
 #: Python declaration -> the C struct's name in the library's layout table.
 ABI_STRUCTS = {PlatformFacts: "PlatformFacts", _Counters: "AsimCounters", _FlceArgs: "AsimFlceArgs",
-               BnTilingData: "BnTilingData", BnTiling: "AsimBnTiling", FlceMatmulTiling: "FlceMatmulTiling",
+               BnTilingData: "BnTilingData", BnTiling: "AsimBnTiling", FlceMatmulTiling: "TCubeTiling",
                FlceTilingData: "FlceTilingData",
                FlceTiling: "AsimFlceTiling"}
 

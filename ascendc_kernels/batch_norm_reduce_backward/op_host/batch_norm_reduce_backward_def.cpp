@@ -48,6 +48,8 @@ static ge::graphStatus BatchNormReduceBackwardTilingFunc(gert::TilingContext* co
   const auto tiling = ascend_ops_kernels::TileBatchNormReduceBackward(op, platform);
   if (!tiling.error.empty() || tiling.blockDim == 0) return ge::GRAPH_FAILED;  // never SetBlockDim(0)
   context->SetBlockDim(tiling.blockDim);
+  // Batch mode: all blocks resident before any runs (SyncAll waits for every one of them).
+  context->SetScheduleMode(1);
   context->SetTilingKey(tiling.tilingKey);
   auto* raw = context->GetRawTilingData();
   std::memcpy(raw->GetData(), &tiling.data, sizeof(tiling.data));

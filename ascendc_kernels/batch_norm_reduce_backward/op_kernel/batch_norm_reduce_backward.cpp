@@ -7,6 +7,8 @@
 // when a tile spans several channels). mean/invstd are read as float32, float16 or
 // bfloat16 (one scalar per channel, widened on the scalar unit). See the tiling struct for
 // the tile shapes and the multi-core split. Every flag's event ID comes from the pipe.
+#include <type_traits>  // std::is_same
+
 #include "kernel_operator.h"
 #include "batch_norm_reduce_backward_tiling_data.h"
 

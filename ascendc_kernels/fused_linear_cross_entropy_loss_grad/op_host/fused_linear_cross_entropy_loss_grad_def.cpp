@@ -19,10 +19,32 @@
 
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
+#include "tiling/tiling_api.h"  // matmul_tiling::MultiCoreMatmulTiling
 
 #include "fused_linear_cross_entropy_loss_grad_tiling.h"
 
 namespace optiling {
+
+// One Matmul's TCubeTiling from CANN's tiling library, asked exactly what
+// FlceCubeTiling (the simulator's port of its rules) answers for: one core, A/B in GM
+// (ND, the input dtype, B transposed for the logits, A transposed for Gᵀ·x_b), C fp32 in
+// GM, the task's shape, our fixed base block, M-first traversal, the object's L1 share.
+static bool CannCubeTiling(const platform_ascendc::PlatformAscendC& ascendc,
+                           const ascend_ops_kernels::FlceMatmulRequest& r, bool transA, bool transB,
+                           matmul_tiling::DataType dtype, AscendC::tiling::TCubeTiling& out) {
+  matmul_tiling::MultiCoreMatmulTiling mm(ascendc);
+  mm.SetDim(1);
+  mm.SetAType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, dtype, transA);
+  mm.SetBType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, dtype, transB);
+  mm.SetCType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
+  mm.SetBias(false);
+  mm.SetShape(r.m, r.n, r.k);
+  mm.SetOrgShape(r.m, r.n, r.k);
+  mm.SetFixSplit(r.baseM, r.baseN, r.baseK);
+  mm.SetTraverse(matmul_tiling::MatrixTraverse::FIRSTM);
+  mm.SetBufferSpace(static_cast<int32_t>(r.l1Budget), -1, -1);
+  return mm.GetTiling(out) != -1;
+}
 
 enum FlceInput : size_t { kGrad = 0, kInput, kWeight, kTargetMask, kMaskedTarget, kLogitsMax, kSumExpLogits, kSoftmax };
 
@@ -67,12 +89,28 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   // The plain C++ tiling (fused_linear_cross_entropy_loss_grad_tiling.h), the one the
   // simulator runs: the POD tiling data, the tiling key, the cube cores to launch (the
   // MIX kernel's blockDim counts AI cores, each one AIC + 2 AIV) and the user workspace.
-  const auto tiling = ascend_ops_kernels::TileFusedLinearCrossEntropyLossGrad(shape, platform);
+  auto tiling = ascend_ops_kernels::TileFusedLinearCrossEntropyLossGrad(shape, platform);
   // BT = 0 or H = 0 gives no block: the adapter zero-fills the outputs without calling the
   // op (op_plugin's FLCE adapter), so a tiling with no block is an error here, never
   // SetBlockDim(0).
   if (!tiling.error.empty() || tiling.blockDim == 0) return ge::GRAPH_FAILED;
+  // The three Matmul tilings from CANN's library (the plain tiling's are its port), then
+  // checked together against the chip's cube buffers.
+  ascend_ops_kernels::FlceMatmulRequest requests[3];
+  ascend_ops_kernels::FlceMatmulRequests(static_cast<int32_t>(shape.h), 2, requests);
+  const auto dtype = shape.dtype == ascend_ops_kernels::kBFloat16 ? matmul_tiling::DataType::DT_BF16
+                                                                  : matmul_tiling::DataType::DT_FLOAT16;
+  auto& d = tiling.data;
+  if (!CannCubeTiling(ascendc, requests[0], false, true, dtype, d.logitsMm) ||
+      !CannCubeTiling(ascendc, requests[1], false, false, dtype, d.inputGradMm) ||
+      !CannCubeTiling(ascendc, requests[2], true, false, dtype, d.weightGradMm))
+    return ge::GRAPH_FAILED;
+  const AscendC::tiling::TCubeTiling mms[] = {d.logitsMm, d.inputGradMm, d.weightGradMm};
+  if (!ascend_ops_kernels::FlceCubeBufferError(mms, 3, platform).empty()) return ge::GRAPH_FAILED;
   context->SetBlockDim(tiling.blockDim);
+  // Batch mode: the launch holds all its cores before any starts; the cross-core flags
+  // and SyncAll would deadlock against another stream's kernel holding some of them.
+  context->SetScheduleMode(1);
   context->SetTilingKey(tiling.tilingKey);
   auto* raw = context->GetRawTilingData();
   std::memcpy(raw->GetData(), &tiling.data, sizeof(tiling.data));

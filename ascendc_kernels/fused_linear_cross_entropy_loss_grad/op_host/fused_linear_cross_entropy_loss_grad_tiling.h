@@ -23,14 +23,14 @@ struct FusedLinearCrossEntropyLossGradShape {
   uint64_t bt, h, v;
   uint32_t dtype;        // kFloat16 or kBFloat16 (input, weight and both outputs)
   uint32_t mode;         // FlceMode
-  bool maskPacked;       // bit-packed uint8 (else bool [BT])
+  bool maskPacked;       // bit-packed uint8 (required: the kernel reads bits)
   bool target64;         // int64 masked_target (else int32)
 };
 
 struct FusedLinearCrossEntropyLossGradTiling {
   FusedLinearCrossEntropyLossGradTilingData data;
   uint32_t blockDim;           // cube cores to launch (0 when BT = 0 or H = 0: nothing to launch)
-  uint64_t tilingKey;          // mode + 2*(dtype is bf16) + 4*maskPacked + 8*target64
+  uint64_t tilingKey;          // mode + 2*(dtype is bf16) + 4*target64
   uint64_t sysWorkspaceBytes;  // the Matmul library's system workspace, in front of ours
   uint64_t workspaceBytes;     // system + user
   std::string error;
@@ -44,39 +44,85 @@ constexpr uint32_t kFlceCastElems = 2048;  // fp32 elements of an accumulator ti
 constexpr uint64_t kFlceSysWorkspaceBytes = 16ull << 20;
 constexpr uint64_t kFlceWorkspaceAlign = 512;
 
-// The three Matmuls' TCubeTilings. Base blocks obey the cube's fractal rules (multiples
-// of 16 rows/columns, K a multiple of 16 half elements) and fit L0A/L0B (64 KiB, double
-// buffered) and L0C (128 KiB fp32); their L1 depths together take 320 KiB of the 512.
-inline FlceMatmulTiling FlceMm(int32_t m, int32_t n, int32_t k, int32_t baseM, int32_t baseN, int32_t stepKa) {
-  FlceMatmulTiling t{};
+// One Matmul of the kernel as CANN's MultiCoreMatmulTiling is told it (the TilingFunc's
+// calls): SetDim(1) (each task's Matmul runs on one cube core), A and B in GM, ND, half
+// or bfloat16 (B transposed for the logits), C fp32 in GM, SetShape = SetOrgShape =
+// (m, n, k), SetFixSplit(baseM, baseN, baseK), SetTraverse(FIRSTM), no bias, and
+// SetBufferSpace(l1Budget): the object's share of L1 (the three objects live in L1 at once).
+struct FlceMatmulRequest {
+  int32_t m, n, k;
+  int32_t baseM, baseN, baseK;
+  uint32_t elemBytes;  // A and B
+  uint64_t l1Budget;   // bytes
+};
+
+// The TCubeTiling MultiCoreMatmulTiling::GetTiling gives for such a request on A2/A3, by
+// the rules it applies to it (asc-devkit impl/adv_api/tiling/matmul), in our own code:
+// - one core: usedCoreNum 1, singleCore = the shape, M/N/Ka/Kb = the org shape;
+// - the fixed base block; L0A (L0B) double-buffered unless baseM (baseN) 32-byte rows
+//   take more than half of it, L0C double-buffered unless baseM x baseN x 32 bytes do;
+// - L1: B is loaded one baseK step at a time, double-buffered (stepKb 1, depthB1 2); A
+//   keeps all of K resident when its whole panel fits the budget beside B's two steps
+//   (stepKa = depthA1 = K / baseK: loaded once per M block), else one step at a time,
+//   double-buffered; one M and N block per load (stepM = stepN = 1);
+// - iterateOrder 0 (FIRSTM); shareL1Size = the A and B buffers, shareL0CSize one L0C
+//   block, shareUbSize and transLength 0 (A2/A3 move ND data into L1 without UB).
+// What the library would choose beyond these rules (another stepKa, stepM > 1) is not
+// reproduced; the real call replaces this result on the NPU (op_host/…_def.cpp) and the
+// simulator checks whichever tiling it is given (sim/src/matmul.cpp CheckCubeTiling).
+inline AscendC::tiling::TCubeTiling FlceCubeTiling(const FlceMatmulRequest& r, const PlatformFacts& platform) {
+  AscendC::tiling::TCubeTiling t{};
   t.usedCoreNum = 1;
-  t.M = m; t.N = n; t.Ka = k; t.Kb = k;
-  t.singleCoreM = m; t.singleCoreN = n; t.singleCoreK = k;
-  t.baseM = baseM; t.baseN = baseN; t.baseK = 64;
-  t.stepM = 1; t.stepN = 1; t.stepKa = stepKa; t.stepKb = 1;
-  t.depthA1 = stepKa == 1 ? 2 : stepKa;  // all of K resident when stepKa covers it, else double buffered
-  t.depthB1 = 2;
-  t.isBias = 0; t.iterateOrder = 0;
-  t.dbL0A = 2; t.dbL0B = 2; t.dbL0C = 1;
+  t.M = r.m; t.N = r.n; t.Ka = r.k; t.Kb = r.k;
+  t.singleCoreM = r.m; t.singleCoreN = r.n; t.singleCoreK = r.k;
+  t.baseM = r.baseM; t.baseN = r.baseN; t.baseK = r.baseK;
+  constexpr int64_t kC0Bytes = 32;
+  t.dbL0A = int64_t(r.baseM) * kC0Bytes > platform.l0aBytes / 2 ? 1 : 2;
+  t.dbL0B = int64_t(r.baseN) * kC0Bytes > platform.l0bBytes / 2 ? 1 : 2;
+  t.dbL0C = int64_t(r.baseM) * r.baseN * kC0Bytes > platform.l0cBytes / 2 ? 1 : 2;
+  const uint64_t aStep = uint64_t(r.baseM) * r.baseK * r.elemBytes, bStep = uint64_t(r.baseN) * r.baseK * r.elemBytes;
+  const int32_t kSteps = static_cast<int32_t>(CeilDiv(uint64_t(Max(r.k, 1)), uint64_t(r.baseK)));
+  t.stepM = 1; t.stepN = 1;
+  t.stepKb = 1; t.depthB1 = 2;
+  const bool aResident = kSteps > 1 && uint64_t(kSteps) * aStep + 2 * bStep <= r.l1Budget;
+  t.stepKa = aResident ? kSteps : 1;
+  t.depthA1 = aResident ? kSteps : 2;
+  t.iterateOrder = 0;
+  t.shareMode = 0;
+  t.shareL1Size = static_cast<int32_t>(uint64_t(t.depthA1) * aStep + uint64_t(t.depthB1) * bStep);
+  t.shareL0CSize = r.baseM * r.baseN * 4;
+  t.batchM = t.batchN = t.singleBatchM = t.singleBatchN = 1;
   return t;
 }
 
+// The L1 share of each of the three Matmuls (SetBufferSpace): together 320 KiB of the 512.
+constexpr uint64_t kFlceLogitsL1 = 96 << 10, kFlceInputGradL1 = 128 << 10, kFlceWeightGradL1 = 96 << 10;
+
 // What the three Matmuls need of the cube core's buffers (half operands, fp32 C): each
-// one's base blocks in L0A/L0B/L0C, and all three objects' L1 depths together (they are
-// registered at once). Empty when the platform's buffers hold them.
-inline std::string FlceCubeBufferError(const FlceMatmulTiling* mms, int count, const PlatformFacts& platform) {
+// one's base blocks in L0A/L0B/L0C, and all three objects' L1 together (they are
+// initialised at once). Empty when the platform's buffers hold them.
+inline std::string FlceCubeBufferError(const AscendC::tiling::TCubeTiling* mms, int count, const PlatformFacts& platform) {
   uint64_t l1 = 0;
   for (int i = 0; i < count; ++i) {
-    const FlceMatmulTiling& m = mms[i];
+    const AscendC::tiling::TCubeTiling& m = mms[i];
     const uint64_t l0a = uint64_t(m.baseM) * m.baseK * 2 * m.dbL0A, l0b = uint64_t(m.baseN) * m.baseK * 2 * m.dbL0B;
     const uint64_t l0c = uint64_t(m.baseM) * m.baseN * 4 * m.dbL0C;
     if (l0a > platform.l0aBytes) return "a Matmul base block needs " + std::to_string(l0a) + " bytes of L0A, the platform has " + std::to_string(platform.l0aBytes);
     if (l0b > platform.l0bBytes) return "a Matmul base block needs " + std::to_string(l0b) + " bytes of L0B, the platform has " + std::to_string(platform.l0bBytes);
     if (l0c > platform.l0cBytes) return "a Matmul base block needs " + std::to_string(l0c) + " bytes of L0C, the platform has " + std::to_string(platform.l0cBytes);
-    l1 += (uint64_t(m.depthA1) * m.baseM + uint64_t(m.depthB1) * m.baseN) * m.baseK * 2;
+    l1 += uint64_t(m.shareL1Size);
   }
   if (l1 > platform.l1Bytes) return "the Matmuls need " + std::to_string(l1) + " bytes of L1, the platform has " + std::to_string(platform.l1Bytes);
   return "";
+}
+
+// The three requests for a hidden size h (the shapes are a task's, the last tasks use
+// part of them through SetSingleShape).
+inline void FlceMatmulRequests(int32_t h, uint32_t elemBytes, FlceMatmulRequest (&out)[3]) {
+  const int32_t rb = kFlceRowBlock, cb = kFlceColBlock;
+  out[0] = FlceMatmulRequest{rb, cb, h, 128, 256, 64, elemBytes, kFlceLogitsL1};      // x_b · w_bᵀ
+  out[1] = FlceMatmulRequest{rb, h, cb, 128, 256, 64, elemBytes, kFlceInputGradL1};   // G · w_b
+  out[2] = FlceMatmulRequest{cb, h, rb, 256, 128, 64, elemBytes, kFlceWeightGradL1};  // Gᵀ · x_b
 }
 
 inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad(
@@ -84,6 +130,10 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
   FusedLinearCrossEntropyLossGradTiling t{};
   if (shape.dtype != kFloat16 && shape.dtype != kBFloat16) { t.error = "input dtype must be float16 or bfloat16"; return t; }
   if (shape.mode > kHighPerformance) { t.error = "unknown mode"; return t; }
+  if (!shape.maskPacked) {  // the kernel reads bits; a bool mask is packed by the caller first
+    t.error = "target_mask must be bit-packed uint8 (pack a bool mask first)";
+    return t;
+  }
   if (shape.v == 0) { t.error = "V must be >= 1"; return t; }
   if (shape.h > (1u << 30) || shape.v > (1u << 30) || shape.bt > (1u << 30)) {
     t.error = "BT, H and V must each be below 2^30 (the Matmul shapes are 32-bit)";
@@ -110,15 +160,18 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
   d.ringBytes = RoundUpTo(2 * (d.logitsSlotBytes + d.gSlotBytes), kFlceWorkspaceAlign);
   d.accOffset = uint64_t(d.cubeCores) * d.ringBytes;
   d.userWorkspaceBytes = d.accOffset + (shape.bt + shape.v) * shape.h * 4;
-  const int32_t h = static_cast<int32_t>(shape.h);
-  d.logitsMm = FlceMm(kFlceRowBlock, kFlceColBlock, h, 128, 256, 1);
-  d.inputGradMm = FlceMm(kFlceRowBlock, h, kFlceColBlock, 128, 256, kFlceColBlock / 64);
-  d.weightGradMm = FlceMm(kFlceColBlock, h, kFlceRowBlock, 256, 128, kFlceRowBlock / 64);
-  const FlceMatmulTiling mms[] = {d.logitsMm, d.inputGradMm, d.weightGradMm};
+  // H = 0 launches nothing; the tilings still describe a 1-wide Matmul (positive shapes).
+  const int32_t h = static_cast<int32_t>(Max(shape.h, 1));
+  FlceMatmulRequest requests[3];
+  FlceMatmulRequests(h, static_cast<uint32_t>(e), requests);
+  d.logitsMm = FlceCubeTiling(requests[0], platform);
+  d.inputGradMm = FlceCubeTiling(requests[1], platform);
+  d.weightGradMm = FlceCubeTiling(requests[2], platform);
+  const AscendC::tiling::TCubeTiling mms[] = {d.logitsMm, d.inputGradMm, d.weightGradMm};
   t.error = FlceCubeBufferError(mms, 3, platform);
   if (!t.error.empty()) return t;
   t.blockDim = d.cubeCores;
-  t.tilingKey = shape.mode + 2 * (shape.dtype == kBFloat16) + 4 * shape.maskPacked + 8 * shape.target64;
+  t.tilingKey = shape.mode + 2 * (shape.dtype == kBFloat16) + 4 * shape.target64;
   t.sysWorkspaceBytes = empty ? 0 : kFlceSysWorkspaceBytes;
   t.workspaceBytes = empty ? 0 : t.sysWorkspaceBytes + d.userWorkspaceBytes;
   return t;

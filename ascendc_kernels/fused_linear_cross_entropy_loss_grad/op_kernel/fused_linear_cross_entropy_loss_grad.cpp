@@ -13,6 +13,12 @@
 // The ring has two slots, so the cube computes task j+1's logits while the vector cores
 // turn task j into G. The AIVs zero the accumulators first (SyncAll, then INIT to their
 // AIC) and cast them to the outputs last (after DONE from their AIC and a SyncAll).
+//
+// The AIC drives the cube itself: ASCENDC_CUBE_ONLY before lib/matmul_intf.h and
+// MatmulImpl::Init, as CANN's own FLCE kernel does. Without it, REGIST_MATMUL_OBJ in a
+// MIX kernel turns the AIC into a KFC server that only runs Matmul calls sent by the
+// AIVs, and the cube-side code below would never run (every core would wait forever).
+#define ASCENDC_CUBE_ONLY
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 #include "fused_linear_cross_entropy_loss_grad_tiling_data.h"
@@ -29,21 +35,6 @@ constexpr uint16_t FLAG_INIT = 4;    // AIV -> AIC: the accumulators are zero (a
 constexpr uint16_t FLAG_DONE = 5;    // AIC -> AIV: this cube core's last atomic add landed
 constexpr uint16_t FLAG_FREE = 6;    // +slot, high-performance mode: AIC -> AIV, G slot read
                                      // (memory-saving mode: LOGITS(s) says the same)
-
-// The host's Matmul tiling as CANN's TCubeTiling; fields the host does not fill stay 0.
-__aicore__ inline TCubeTiling ToCubeTiling(const FlceMatmulTiling& f) {
-  TCubeTiling t{};
-  t.usedCoreNum = f.usedCoreNum;
-  t.M = f.M; t.N = f.N; t.Ka = f.Ka; t.Kb = f.Kb;
-  t.singleCoreM = f.singleCoreM; t.singleCoreN = f.singleCoreN; t.singleCoreK = f.singleCoreK;
-  t.baseM = f.baseM; t.baseN = f.baseN; t.baseK = f.baseK;
-  t.depthA1 = f.depthA1; t.depthB1 = f.depthB1;
-  t.stepM = f.stepM; t.stepN = f.stepN;
-  t.isBias = f.isBias; t.iterateOrder = f.iterateOrder;
-  t.stepKa = f.stepKa; t.stepKb = f.stepKb;
-  t.dbL0A = f.dbL0A; t.dbL0B = f.dbL0B; t.dbL0C = f.dbL0C;
-  return t;
-}
 
 // A task's place in BT x V.
 struct Task {
@@ -72,11 +63,10 @@ class CubeSide {
   __aicore__ inline explicit CubeSide(const FusedLinearCrossEntropyLossGradTilingData& tiling) : t_(tiling) {}
 
   __aicore__ inline void Run(GM_ADDR input, GM_ADDR weight, GM_ADDR user) {
-    logitsTiling_ = ToCubeTiling(t_.logitsMm);
-    inputGradTiling_ = ToCubeTiling(t_.inputGradMm);
-    weightGradTiling_ = ToCubeTiling(t_.weightGradMm);
-    REGIST_MATMUL_OBJ(&pipe_, GetSysWorkSpacePtr(), logitsMm_, &logitsTiling_, inputGradMm_, &inputGradTiling_,
-                      weightGradMm_, &weightGradTiling_);
+    // The host's tilings (CANN's MultiCoreMatmulTiling) as they are: the AIC's own Matmuls.
+    if constexpr (kMemorySaving) logitsMm_.Init(&t_.logitsMm, &pipe_);
+    inputGradMm_.Init(&t_.inputGradMm, &pipe_);
+    weightGradMm_.Init(&t_.weightGradMm, &pipe_);
     xGm_.SetGlobalBuffer((__gm__ T*)input, t_.bt * t_.h);
     wGm_.SetGlobalBuffer((__gm__ T*)weight, t_.v * t_.h);
     GM_ADDR ring = user + GetBlockIdx() * t_.ringBytes;
@@ -138,15 +128,14 @@ class CubeSide {
 
   const FusedLinearCrossEntropyLossGradTilingData& t_;
   TPipe pipe_;
-  Matmul<AType, BType, CType> logitsMm_, inputGradMm_, weightGradMm_;
-  TCubeTiling logitsTiling_, inputGradTiling_, weightGradTiling_;
+  MatmulImpl<AType, BType, CType> logitsMm_, inputGradMm_, weightGradMm_;
   GlobalTensor<T> xGm_, wGm_, gGm_;
   GlobalTensor<float> logitsGm_, accGm_;
 };
 
 // ---- the vector cores ---------------------------------------------------------------
 
-template <typename T, bool kMemorySaving, bool kMaskPacked, typename TTarget>
+template <typename T, bool kMemorySaving, typename TTarget>
 class VectorSide {
  public:
   __aicore__ inline explicit VectorSide(const FusedLinearCrossEntropyLossGradTilingData& tiling) : t_(tiling) {}
@@ -158,7 +147,7 @@ class VectorSide {
     ZeroAccumulators();
     SyncAll();
     CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_INIT);
-    const uint64_t group = GetBlockIdx() / GetTaskRation(), step = GetBlockNum();
+    const uint64_t group = GetBlockIdx() / GetTaskRatio(), step = GetBlockNum();
     uint64_t j = 0;
     for (uint64_t task = group; task < t_.tasks; task += step, ++j) {
       const uint64_t s = j % 2;
@@ -180,11 +169,7 @@ class VectorSide {
                               GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad,
                               GM_ADDR user) {
     gradGm_.SetGlobalBuffer((__gm__ float*)grad, t_.bt);
-    if constexpr (kMaskPacked) {
-      maskGm_.SetGlobalBuffer((__gm__ uint8_t*)targetMask, (t_.bt + 7) / 8);
-    } else {
-      maskGm_.SetGlobalBuffer((__gm__ uint8_t*)targetMask, t_.bt);
-    }
+    maskGm_.SetGlobalBuffer((__gm__ uint8_t*)targetMask, (t_.bt + 7) / 8);  // one bit per row
     targetGm_.SetGlobalBuffer((__gm__ TTarget*)maskedTarget, t_.bt);
     if constexpr (kMemorySaving) {
       maxGm_.SetGlobalBuffer((__gm__ float*)logitsMax, t_.bt);
@@ -192,7 +177,7 @@ class VectorSide {
     } else {
       softmaxGm_.SetGlobalBuffer((__gm__ float*)softmax, t_.bt * t_.v);
     }
-    GM_ADDR ring = user + (GetBlockIdx() / GetTaskRation()) * t_.ringBytes;
+    GM_ADDR ring = user + (GetBlockIdx() / GetTaskRatio()) * t_.ringBytes;
     if constexpr (kMemorySaving) logitsGm_.SetGlobalBuffer((__gm__ float*)ring, 2 * t_.logitsSlotBytes / sizeof(float));
     gGm_.SetGlobalBuffer((__gm__ T*)(ring + 2 * t_.logitsSlotBytes), 2 * t_.gSlotBytes / sizeof(T));
     accGm_.SetGlobalBuffer((__gm__ float*)(user + t_.accOffset), (t_.bt + t_.v) * t_.h);
@@ -211,7 +196,7 @@ class VectorSide {
 
   // This AIV's share of the rows [0, BT + V) of the [BT + V, H] accumulator matrix.
   __aicore__ inline void MyAccRows(uint64_t& begin, uint64_t& end) const {
-    const uint64_t all = t_.bt + t_.v, cores = GetBlockNum() * GetTaskRation(), me = GetBlockIdx();
+    const uint64_t all = t_.bt + t_.v, cores = GetBlockNum() * GetTaskRatio(), me = GetBlockIdx();
     begin = all * me / cores;
     end = all * (me + 1) / cores;
   }
@@ -275,12 +260,7 @@ class VectorSide {
       const uint64_t row = k.row0 + r + i;
       LocalTensor<float> pr = p[i * t_.colBlock];
       const float grad = gradGm_.GetValue(row);
-      bool masked;
-      if constexpr (kMaskPacked) {
-        masked = ((maskGm_.GetValue(row / 8) >> (row % 8)) & 1) != 0;
-      } else {
-        masked = maskGm_.GetValue(row) != 0;
-      }
+      const bool masked = ((maskGm_.GetValue(row / 8) >> (row % 8)) & 1) != 0;
       const int64_t target = masked ? -1 : static_cast<int64_t>(targetGm_.GetValue(row));
       if constexpr (kMemorySaving) {
         const float negMax = -maxGm_.GetValue(row);
@@ -366,7 +346,7 @@ class VectorSide {
   GlobalTensor<T> gGm_, inputGradGm_, weightGradGm_;
 };
 
-template <bool kMemorySaving, typename T, bool kMaskPacked, typename TTarget>
+template <bool kMemorySaving, typename T, typename TTarget>
 __aicore__ inline void Run(const FusedLinearCrossEntropyLossGradTilingData& tiling, GM_ADDR grad, GM_ADDR input,
                            GM_ADDR weight, GM_ADDR targetMask, GM_ADDR maskedTarget, GM_ADDR logitsMax,
                            GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad,
@@ -376,7 +356,7 @@ __aicore__ inline void Run(const FusedLinearCrossEntropyLossGradTilingData& tili
     cube.Run(input, weight, user);
   }
   if ASCEND_IS_AIV {
-    VectorSide<T, kMemorySaving, kMaskPacked, TTarget> vec(tiling);
+    VectorSide<T, kMemorySaving, TTarget> vec(tiling);
     vec.Run(grad, targetMask, maskedTarget, logitsMax, sumExpLogits, softmax, inputGrad, weightGrad, user);
   }
 }
@@ -384,12 +364,12 @@ __aicore__ inline void Run(const FusedLinearCrossEntropyLossGradTilingData& tili
 }  // namespace
 
 // Tiling key = mode (0 memory-saving, 1 high-performance) + 2 * (bfloat16) +
-// 4 * (bit-packed mask) + 8 * (int64 masked_target).
-#define FLCE_CASE(key, ms, T, packed, TT)                                                                     \
-  if (TILING_KEY_IS(key)) {                                                                                   \
-    Run<ms, T, packed, TT>(tilingData, grad, input, weight, targetMask, maskedTarget, logitsMax, sumExpLogits, \
-                           softmax, inputGrad, weightGrad, user);                                             \
-    return;                                                                                                   \
+// 4 * (int64 masked_target); target_mask is always the bit-packed uint8 the op takes.
+#define FLCE_CASE(key, ms, T, TT)                                                                                   \
+  if (TILING_KEY_IS(key)) {                                                                                       \
+    Run<ms, T, TT>(tilingData, grad, input, weight, targetMask, maskedTarget, logitsMax, sumExpLogits, softmax,    \
+                   inputGrad, weightGrad, user);                                                                  \
+    return;                                                                                                       \
   }
 
 // The CANN aclnn argument order: grad, input, weight, target_mask, masked_target,
@@ -402,22 +382,15 @@ extern "C" __global__ __aicore__ void ascend_ops_fused_linear_cross_entropy_loss
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
   REGISTER_TILING_DEFAULT(FusedLinearCrossEntropyLossGradTilingData);
   GET_TILING_DATA_WITH_STRUCT(FusedLinearCrossEntropyLossGradTilingData, tilingData, tiling);
-  SetSysWorkspace(workspace);
+  // The framework sets the system workspace (the Matmul library's, unused with
+  // ASCENDC_CUBE_ONLY); ours follows it.
   GM_ADDR user = GetUserWorkspace(workspace);
-  FLCE_CASE(0, true, half, false, int32_t)
-  FLCE_CASE(1, false, half, false, int32_t)
-  FLCE_CASE(2, true, bfloat16_t, false, int32_t)
-  FLCE_CASE(3, false, bfloat16_t, false, int32_t)
-  FLCE_CASE(4, true, half, true, int32_t)
-  FLCE_CASE(5, false, half, true, int32_t)
-  FLCE_CASE(6, true, bfloat16_t, true, int32_t)
-  FLCE_CASE(7, false, bfloat16_t, true, int32_t)
-  FLCE_CASE(8, true, half, false, int64_t)
-  FLCE_CASE(9, false, half, false, int64_t)
-  FLCE_CASE(10, true, bfloat16_t, false, int64_t)
-  FLCE_CASE(11, false, bfloat16_t, false, int64_t)
-  FLCE_CASE(12, true, half, true, int64_t)
-  FLCE_CASE(13, false, half, true, int64_t)
-  FLCE_CASE(14, true, bfloat16_t, true, int64_t)
-  FLCE_CASE(15, false, bfloat16_t, true, int64_t)
+  FLCE_CASE(0, true, half, int32_t)
+  FLCE_CASE(1, false, half, int32_t)
+  FLCE_CASE(2, true, bfloat16_t, int32_t)
+  FLCE_CASE(3, false, bfloat16_t, int32_t)
+  FLCE_CASE(4, true, half, int64_t)
+  FLCE_CASE(5, false, half, int64_t)
+  FLCE_CASE(6, true, bfloat16_t, int64_t)
+  FLCE_CASE(7, false, bfloat16_t, int64_t)
 }

@@ -1,14 +1,10 @@
 // Tiling of the fused_linear_cross_entropy_loss_grad MIX kernel (see op_host/…_tiling.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
-// The fields of one Matmul's TCubeTiling the host fills (same names and order as the
-// TCubeTiling fields the kernel copies them into).
-struct FlceMatmulTiling {
-  int32_t usedCoreNum, M, N, Ka, Kb, singleCoreM, singleCoreN, singleCoreK, baseM, baseN, baseK;
-  int32_t depthA1, depthB1, stepM, stepN, isBias, iterateOrder, stepKa, stepKb, dbL0A, dbL0B, dbL0C;
-};
+#include "kernel_tiling/kernel_tiling.h"  // AscendC::tiling::TCubeTiling (CANN's, or the simulator's)
 
 struct FusedLinearCrossEntropyLossGradTilingData {
   uint64_t bt, h, v;
@@ -25,7 +21,36 @@ struct FusedLinearCrossEntropyLossGradTilingData {
   // accumulators [BT, H] (input_grad) and [V, H] (weight_grad), adjacent.
   uint64_t ringBytes, logitsSlotBytes, gSlotBytes;
   uint64_t accOffset, userWorkspaceBytes;
-  FlceMatmulTiling logitsMm;      // logits = x_b · w_bᵀ          [rowBlock, colBlock], K = H
-  FlceMatmulTiling inputGradMm;   // input_grad_b += G · w_b      [rowBlock, H],        K = colBlock
-  FlceMatmulTiling weightGradMm;  // weight_grad_b += Gᵀ · x_b    [colBlock, H],        K = rowBlock
+  // The three Matmuls' tilings, whole (the host writes them with CANN's
+  // MultiCoreMatmulTiling::GetTiling, or its port for the simulator; the AIC passes them
+  // to MatmulImpl::Init).
+  AscendC::tiling::TCubeTiling logitsMm;      // logits = x_b · w_bᵀ          [rowBlock, colBlock], K = H
+  AscendC::tiling::TCubeTiling inputGradMm;   // input_grad_b += G · w_b      [rowBlock, H],        K = colBlock
+  AscendC::tiling::TCubeTiling weightGradMm;  // weight_grad_b += Gᵀ · x_b    [colBlock, H],        K = rowBlock
 };
+
+// TCubeTiling as CANN's kernel_tiling.h lays it out (50 int32_t fields in this order):
+// compiled against the real header by ascendc-check, against the simulator's by its build,
+// so the two agree field by field.
+#define FLCE_CUBE_FIELD(name, index)                                                      \
+  static_assert(offsetof(AscendC::tiling::TCubeTiling, name) == 4 * (index),              \
+                "TCubeTiling::" #name " is not where CANN's kernel_tiling.h puts it");
+FLCE_CUBE_FIELD(usedCoreNum, 0) FLCE_CUBE_FIELD(M, 1) FLCE_CUBE_FIELD(N, 2) FLCE_CUBE_FIELD(Ka, 3)
+FLCE_CUBE_FIELD(Kb, 4) FLCE_CUBE_FIELD(singleCoreM, 5) FLCE_CUBE_FIELD(singleCoreN, 6)
+FLCE_CUBE_FIELD(singleCoreK, 7) FLCE_CUBE_FIELD(baseM, 8) FLCE_CUBE_FIELD(baseN, 9)
+FLCE_CUBE_FIELD(baseK, 10) FLCE_CUBE_FIELD(depthA1, 11) FLCE_CUBE_FIELD(depthB1, 12)
+FLCE_CUBE_FIELD(stepM, 13) FLCE_CUBE_FIELD(stepN, 14) FLCE_CUBE_FIELD(isBias, 15)
+FLCE_CUBE_FIELD(transLength, 16) FLCE_CUBE_FIELD(iterateOrder, 17) FLCE_CUBE_FIELD(shareMode, 18)
+FLCE_CUBE_FIELD(shareL1Size, 19) FLCE_CUBE_FIELD(shareL0CSize, 20) FLCE_CUBE_FIELD(shareUbSize, 21)
+FLCE_CUBE_FIELD(batchM, 22) FLCE_CUBE_FIELD(batchN, 23) FLCE_CUBE_FIELD(singleBatchM, 24)
+FLCE_CUBE_FIELD(singleBatchN, 25) FLCE_CUBE_FIELD(stepKa, 26) FLCE_CUBE_FIELD(stepKb, 27)
+FLCE_CUBE_FIELD(depthAL1CacheUB, 28) FLCE_CUBE_FIELD(depthBL1CacheUB, 29) FLCE_CUBE_FIELD(dbL0A, 30)
+FLCE_CUBE_FIELD(dbL0B, 31) FLCE_CUBE_FIELD(dbL0C, 32) FLCE_CUBE_FIELD(ALayoutInfoB, 33)
+FLCE_CUBE_FIELD(ALayoutInfoS, 34) FLCE_CUBE_FIELD(ALayoutInfoN, 35) FLCE_CUBE_FIELD(ALayoutInfoG, 36)
+FLCE_CUBE_FIELD(ALayoutInfoD, 37) FLCE_CUBE_FIELD(BLayoutInfoB, 38) FLCE_CUBE_FIELD(BLayoutInfoS, 39)
+FLCE_CUBE_FIELD(BLayoutInfoN, 40) FLCE_CUBE_FIELD(BLayoutInfoG, 41) FLCE_CUBE_FIELD(BLayoutInfoD, 42)
+FLCE_CUBE_FIELD(CLayoutInfoB, 43) FLCE_CUBE_FIELD(CLayoutInfoS1, 44) FLCE_CUBE_FIELD(CLayoutInfoN, 45)
+FLCE_CUBE_FIELD(CLayoutInfoG, 46) FLCE_CUBE_FIELD(CLayoutInfoS2, 47) FLCE_CUBE_FIELD(BatchNum, 48)
+FLCE_CUBE_FIELD(mxTypePara, 49)
+#undef FLCE_CUBE_FIELD
+static_assert(sizeof(AscendC::tiling::TCubeTiling) == 4 * 50, "TCubeTiling is not CANN's 50 int32_t fields");

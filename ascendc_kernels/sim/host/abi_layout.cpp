@@ -58,15 +58,9 @@ const LayoutEntry kLayout[] = {
     ASIM_FIELD(AsimBnTiling, ub_bytes_per_element), ASIM_FIELD(AsimBnTiling, fixed_ub_bytes),
     ASIM_FIELD(AsimBnTiling, error),
 
-    ASIM_SIZE(FlceMatmulTiling), ASIM_FIELD(FlceMatmulTiling, usedCoreNum), ASIM_FIELD(FlceMatmulTiling, M),
-    ASIM_FIELD(FlceMatmulTiling, N), ASIM_FIELD(FlceMatmulTiling, Ka), ASIM_FIELD(FlceMatmulTiling, Kb),
-    ASIM_FIELD(FlceMatmulTiling, singleCoreM), ASIM_FIELD(FlceMatmulTiling, singleCoreN),
-    ASIM_FIELD(FlceMatmulTiling, singleCoreK), ASIM_FIELD(FlceMatmulTiling, baseM),
-    ASIM_FIELD(FlceMatmulTiling, baseN), ASIM_FIELD(FlceMatmulTiling, baseK), ASIM_FIELD(FlceMatmulTiling, depthA1),
-    ASIM_FIELD(FlceMatmulTiling, depthB1), ASIM_FIELD(FlceMatmulTiling, stepM), ASIM_FIELD(FlceMatmulTiling, stepN),
-    ASIM_FIELD(FlceMatmulTiling, isBias), ASIM_FIELD(FlceMatmulTiling, iterateOrder),
-    ASIM_FIELD(FlceMatmulTiling, stepKa), ASIM_FIELD(FlceMatmulTiling, stepKb), ASIM_FIELD(FlceMatmulTiling, dbL0A),
-    ASIM_FIELD(FlceMatmulTiling, dbL0B), ASIM_FIELD(FlceMatmulTiling, dbL0C),
+#define ASIM_CUBE_FIELD(f) ASIM_FIELD(TCubeTiling, f),
+    ASIM_SIZE(TCubeTiling), ASCEND_OPS_TCUBETILING_FIELDS(ASIM_CUBE_FIELD)
+#undef ASIM_CUBE_FIELD
 
     ASIM_SIZE(FlceTilingData), ASIM_FIELD(FlceTilingData, bt), ASIM_FIELD(FlceTilingData, h),
     ASIM_FIELD(FlceTilingData, v), ASIM_FIELD(FlceTilingData, rowBlocks), ASIM_FIELD(FlceTilingData, colBlocks),

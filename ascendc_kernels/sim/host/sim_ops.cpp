@@ -143,10 +143,20 @@ int asim_batch_norm_reduce_backward(const void* grad_out, const void* input, con
 
 // ---- fused_linear_cross_entropy_loss_grad ---------------------------------------------
 
+// The kernel reads the bit-packed mask the op takes; a bool mask is packed here first
+// (as the NPU adapter does), so the shape always says packed.
 static akn::FusedLinearCrossEntropyLossGradShape FlceShape(const AsimFlceArgs& a) {
   return akn::FusedLinearCrossEntropyLossGradShape{
-      a.bt, a.h, a.v, a.dtype, a.softmax ? akn::kHighPerformance : akn::kMemorySaving, a.mask_packed != 0,
-      a.target64 != 0};
+      a.bt, a.h, a.v, a.dtype, a.softmax ? akn::kHighPerformance : akn::kMemorySaving, true, a.target64 != 0};
+}
+
+// target_mask as the kernel reads it: bit i of byte i / 8 (LSB first) is row i's flag.
+static std::vector<uint8_t> PackedMask(const AsimFlceArgs& a) {
+  std::vector<uint8_t> bits((a.bt + 7) / 8, 0);
+  const auto* flags = static_cast<const uint8_t*>(a.target_mask);
+  for (uint64_t i = 0; i < a.bt; ++i)
+    if (flags[i] != 0) bits[i / 8] = static_cast<uint8_t>(bits[i / 8] | (1u << (i % 8)));
+  return bits;
 }
 
 static akn::PlatformFacts FlcePlatform(uint32_t ai_cores) {
@@ -188,9 +198,17 @@ int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args, void* wo
     }
     FusedLinearCrossEntropyLossGradTilingData tiling = t.data;
     auto* ws = static_cast<uint8_t*>(workspace);
+    std::vector<uint8_t> packed;
+    const void* mask = a.target_mask;
+    uint64_t mask_bytes = a.mask_bytes;
+    if (!a.mask_packed) {
+      packed = PackedMask(a);
+      mask = packed.data();
+      mask_bytes = packed.size();
+    }
     std::vector<sim::GmRegion> regions = {
         Region(a.grad, a.bt * 4, "grad"), Region(a.input, a.bt * a.h * e, "input"),
-        Region(a.weight, a.v * a.h * e, "weight"), Region(a.target_mask, a.mask_bytes, "target_mask"),
+        Region(a.weight, a.v * a.h * e, "weight"), Region(mask, mask_bytes, "target_mask"),
         Region(a.masked_target, a.bt * (a.target64 ? 8 : 4), "masked_target"),
         Region(a.input_grad, a.bt * a.h * e, "input_grad"), Region(a.weight_grad, a.v * a.h * e, "weight_grad")};
     if (a.softmax) {
@@ -208,7 +226,7 @@ int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args, void* wo
     sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions, FlcePlatform(a.ai_cores), sim::LaunchKind::MixAic1To2};
     const sim::LaunchCounters counters = ICPU_RUN_KF(
         ascend_ops_fused_linear_cross_entropy_loss_grad, t.blockDim, (GM_ADDR)a.grad, (GM_ADDR)a.input, (GM_ADDR)a.weight,
-        (GM_ADDR)a.target_mask, (GM_ADDR)a.masked_target, (GM_ADDR)a.logits_max, (GM_ADDR)a.sum_exp_logits,
+        (GM_ADDR)mask, (GM_ADDR)a.masked_target, (GM_ADDR)a.logits_max, (GM_ADDR)a.sum_exp_logits,
         (GM_ADDR)a.softmax, (GM_ADDR)a.input_grad, (GM_ADDR)a.weight_grad, (GM_ADDR)workspace,
         reinterpret_cast<GM_ADDR>(&tiling));
     Accumulate(t_counters, counters);

@@ -1,22 +1,37 @@
-// The Matmul high-level API on a cube core (AIC) of a MIX launch, with the documented
-// prototypes: MatmulType, Matmul<A, B, C, BIAS>, REGIST_MATMUL_OBJ, SetOrgShape,
-// SetSingleShape, SetTensorA/B (with transposition), Iterate, GetTensorC, IterateAll, End.
-// Operands are ND matrices in GM; C is fp32 in GM (written, or added with enAtomic = 1).
+// The Matmul high-level API with the documented prototypes: MatmulType, MatmulImpl<A, B,
+// C, BIAS> (and Matmul, the name lib/matmul_intf.h gives it), Init, REGIST_MATMUL_OBJ,
+// SetOrgShape, SetSingleShape, SetTensorA/B (with transposition), Iterate, GetTensorC,
+// IterateAll, End. Operands are ND matrices in GM; C is fp32 in GM (written, or added
+// with enAtomic = 1).
 //
-// Strict like the rest of the simulator. At registration: called on the AIC of a MIX
-// kernel, before any TPipe::InitBuffer, with the system workspace, at most 4 objects;
-// the TCubeTiling's base block obeys the fractal rules (baseM, baseN multiples of 16,
-// baseK a multiple of 32 bytes of the input type) and fits L0A/L0B (double-buffered when
-// dbL0A/dbL0B = 2) and L0C (fp32), and the L1 depths of all registered objects fit L1
-// together. At use: shapes within the org shape and the tiling's singleCore sizes, a
-// transposed operand only when its MatmulType allows it, operands set before Iterate.
+// Who runs the cube, as asc-devkit's kfc_register_obj.h / matmul_intf.h define it for a
+// MIX kernel (the macros are in lib/matmul_intf.h):
+//   - MatmulImpl::Init(&tiling, &pipe) on the AIC, or REGIST_MATMUL_OBJ in a kernel that
+//     defines ASCENDC_CUBE_ONLY before lib/matmul_intf.h: the AIC drives the cube itself
+//     (CANN's own FLCE kernel works this way). REGIST_MATMUL_OBJ then returns from the
+//     calling function on an AIV (the vector binary's expansion is `return`).
+//   - REGIST_MATMUL_OBJ without ASCENDC_CUBE_ONLY (KFC): the AIC becomes a server. It
+//     runs only the Matmul calls its AIVs send as clients (each AIV's REGIST_MATMUL_OBJ
+//     opens one, which ends when the calling function returns), then returns from the
+//     function that called REGIST_MATMUL_OBJ; the kernel's own AIC code after it never
+//     runs. A server whose AIVs never open a client waits forever: a hang.
+//
+// Strict like the rest of the simulator. At Init/registration: on the AIC (a client on
+// an AIV), in a MIX kernel, REGIST_MATMUL_OBJ before any TPipe::InitBuffer and (KFC) with
+// the system workspace, at most 4 objects; the TCubeTiling is one the Matmul library
+// accepts (CheckCubeTiling: fractal-aligned base block that fits L0A/L0B/L0C, steps and
+// depths consistent, shareL1Size/shareL0CSize covering what the tiling uses, the fields
+// of features we do not model at 0), and all objects' L1 use fits L1 together. At use:
+// shapes within the org shape and the tiling's singleCore sizes, a transposed operand
+// only when its MatmulType allows it, operands set before Iterate.
 //
 // Numerics: half/bfloat16 products are exact in fp32; each C element is accumulated in
 // fp32 over K in order. Costs: 2·m·n·k cube FLOPs per block, and GM reads of the A and B
 // tiles a block loads into L1: blocks go M-outer, N-inner; an A panel (baseM rows, all
 // of K) stays in L1 across the N blocks of one M block when the tiling's depthA1 holds
 // all of K, otherwise it is re-read; B's panel is read for every block (reuse of B across
-// M blocks is not modelled).
+// M blocks is not modelled). Pipes: operand loads are MTE2 accesses, C stores FIX
+// accesses ordered after the loads (the library's own flags).
 #pragma once
 
 #include <algorithm>
@@ -31,33 +46,24 @@
 #include "sim_runtime.h"
 #include "sim_tensor.h"
 #include "sim_workspace.h"
+#include "kernel_tiling/kernel_tiling.h"
 
 enum class CubeFormat : uint8_t { ND = 0, NZ, ZN, ZZ, NN, ND_ALIGN, SCALAR, VECTOR };
 
-// The Matmul tiling the host computes (CANN: matmul_tiling::MultiCoreMatmulTiling ->
-// TCubeTiling). The fields the simulator reads; the rest of CANN's struct is not modelled.
-struct TCubeTiling {
-  int32_t usedCoreNum = 1;
-  int32_t M = 0, N = 0, Ka = 0, Kb = 0;
-  int32_t singleCoreM = 0, singleCoreN = 0, singleCoreK = 0;
-  int32_t baseM = 0, baseN = 0, baseK = 0;
-  int32_t depthA1 = 1, depthB1 = 1;
-  int32_t stepM = 1, stepN = 1;
-  int32_t isBias = 0;
-  int32_t iterateOrder = 0;
-  int32_t stepKa = 1, stepKb = 1;
-  int32_t dbL0A = 1, dbL0B = 1, dbL0C = 1;
-};
-
 namespace sim {
 
-// Checks a TCubeTiling against the cube's buffers; returns the L1 bytes it reserves.
+// Checks a TCubeTiling as the Matmul library reads it, against the cube's buffers;
+// returns the L1 bytes it reserves.
 uint64_t CheckCubeTiling(const TCubeTiling& t, uint32_t a_bytes, uint32_t b_bytes);
+
+// How a Matmul object reaches the cube.
+enum class MatmulRoute : uint8_t { None, Direct, KfcClient };
 
 // One registered Matmul object's runtime state (type-erased: element sizes and loaders).
 struct MatmulState {
   const TCubeTiling* tiling = nullptr;
   bool registered = false;
+  MatmulRoute route = MatmulRoute::None;
   uint32_t a_bytes = 2, b_bytes = 2;
   bool a_may_transpose = false, b_may_transpose = false;
   float (*load_a)(const void*, uint64_t) = nullptr;
@@ -74,7 +80,14 @@ struct MatmulState {
   int64_t c_rows = 0, c_cols = 0, c_row0 = 0, c_col0 = 0;
 };
 
-void MatmulRegister(MatmulState& s);
+// Init / REGIST_MATMUL_OBJ of one object on this core (Direct: the AIC drives the cube;
+// KfcClient: an AIV's object whose calls its AIC's server runs).
+void MatmulRegister(MatmulState& s, MatmulRoute route);
+// Before each call of a KFC client: its AI core's server must be serving (blocks until it is).
+void KfcClientCall(const MatmulState& s);
+// After a KFC client call: the AIV waited for the server's answer, so every pipe of it is
+// ordered after the cube's work.
+void KfcClientReturn(const MatmulState& s);
 bool MatmulIterate(MatmulState& s);
 // Writes (or with atomic adds) the current block to C at `c` (fp32, `c_elems` elements).
 void MatmulStoreC(MatmulState& s, float* c, uint64_t c_elems, uint8_t enAtomic);
@@ -98,7 +111,7 @@ struct MatmulType {
 class TPipe;
 
 template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE>
-class Matmul {
+class MatmulImpl {
   using SrcAT = typename A_TYPE::T;
   using SrcBT = typename B_TYPE::T;
   using DstT = typename C_TYPE::T;
@@ -111,6 +124,14 @@ class Matmul {
   static_assert(std::is_same<SrcAT, SrcBT>::value, "A and B must have the same type");
 
  public:
+  // The cube core's own Matmul (CANN: MatmulImpl::Init(tiling, tpipe)).
+  void Init(const TCubeTiling* cubeTiling, TPipe* tpipe = nullptr) {
+    sim::CallScope scope("Matmul::Init");
+    (void)tpipe;
+    sim::MatmulState& s = State();
+    s.tiling = cubeTiling;
+    sim::MatmulRegister(s, sim::MatmulRoute::Direct);
+  }
   void SetOrgShape(int orgM, int orgN, int orgK) { SetOrgShape(orgM, orgN, orgK, orgK); }
   void SetOrgShape(int orgM, int orgN, int orgKa, int orgKb, int orgKc = 0) {
     sim::CallScope scope("Matmul::SetOrgShape");
@@ -158,7 +179,10 @@ class Matmul {
     sim::CallScope scope("Matmul::Iterate");
     Ready();
     if (enPartialSum) sim::Fail("enPartialSum is not modelled");
-    return sim::MatmulIterate(s_);
+    sim::KfcClientCall(s_);
+    const bool more = sim::MatmulIterate(s_);
+    sim::KfcClientReturn(s_);
+    return more;
   }
   template <bool sync = true>
   void GetTensorC(const GlobalTensor<DstT>& gm, uint8_t enAtomic = 0, bool enSequentialWrite = false) {
@@ -166,7 +190,9 @@ class Matmul {
     sim::CallScope scope("Matmul::GetTensorC");
     Ready();
     if (enSequentialWrite) sim::Fail("enSequentialWrite is not modelled");
+    sim::KfcClientCall(s_);
     sim::MatmulStoreC(s_, gm.Raw(), gm.GetSize(), enAtomic);
+    sim::KfcClientReturn(s_);
   }
   template <bool sync = true>
   void IterateAll(const GlobalTensor<DstT>& gm, uint8_t enAtomic = 0, bool enSequentialWrite = false,
@@ -175,7 +201,9 @@ class Matmul {
     sim::CallScope scope("Matmul::IterateAll");
     Ready();
     if (enSequentialWrite || waitIterateAll || fakeMsg) sim::Fail("only IterateAll(gm, enAtomic) is modelled");
+    sim::KfcClientCall(s_);
     while (sim::MatmulIterate(s_)) sim::MatmulStoreC(s_, gm.Raw(), gm.GetSize(), enAtomic);
+    sim::KfcClientReturn(s_);
   }
   void End() { s_.block = -1; }
 
@@ -192,33 +220,45 @@ class Matmul {
 
  private:
   void Ready() const {
-    if (!s_.registered) sim::Fail("Matmul object used before REGIST_MATMUL_OBJ registered it");
+    if (!s_.registered) sim::Fail("Matmul object used before Init or REGIST_MATMUL_OBJ registered it");
   }
   sim::MatmulState s_;
 };
+
+// lib/matmul_intf.h's name for it (the KFC client on an AIV is the same class here: the
+// simulator routes its calls by how the object was registered).
+template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE>
+using Matmul = MatmulImpl<A_TYPE, B_TYPE, C_TYPE, BIAS_TYPE>;
 
 }  // namespace AscendC
 
 namespace sim {
 
-inline void RegisterMatmuls(AscendC::TPipe*, GM_ADDR) {}
+inline void RegisterMatmuls(MatmulRoute) {}
 
 template <class MM, typename... Rest>
-void RegisterMatmuls(AscendC::TPipe* pipe, GM_ADDR workspace, MM& mm, const TCubeTiling* tiling, Rest&&... rest) {
+void RegisterMatmuls(MatmulRoute route, MM& mm, const TCubeTiling* tiling, Rest&&... rest) {
   MatmulState& s = mm.State();
   s.tiling = tiling;
-  MatmulRegister(s);
-  RegisterMatmuls(pipe, workspace, std::forward<Rest>(rest)...);
+  MatmulRegister(s, route);
+  RegisterMatmuls(route, std::forward<Rest>(rest)...);
 }
 
-void RegisterMatmulsBegin(AscendC::TPipe* pipe, GM_ADDR workspace);
+// REGIST_MATMUL_OBJ's common checks (MIX kernel, before InitBuffer; KFC: the system workspace).
+void RegisterMatmulsBegin(GM_ADDR workspace, bool kfc);
+
+// KFC: the AIC serves its AIVs' clients until both have ended (a hang if they never come).
+void KfcServe();
+
+// KFC: an AIV's client, open from its REGIST_MATMUL_OBJ to the end of the calling function.
+class KfcClient {
+ public:
+  KfcClient();
+  ~KfcClient();
+  KfcClient(const KfcClient&) = delete;
+  KfcClient& operator=(const KfcClient&) = delete;
+};
 
 }  // namespace sim
 
-// REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm0, &tiling0, mm1, &tiling1, ...)
-#define REGIST_MATMUL_OBJ(tpipe, workspace, ...)          \
-  do {                                                    \
-    sim::CallScope regist_scope_("REGIST_MATMUL_OBJ");    \
-    sim::RegisterMatmulsBegin((tpipe), (workspace));      \
-    sim::RegisterMatmuls((tpipe), (workspace), __VA_ARGS__); \
-  } while (0)
+// REGIST_MATMUL_OBJ itself is defined by lib/matmul_intf.h (it depends on ASCENDC_CUBE_ONLY).

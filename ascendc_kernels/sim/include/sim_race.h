@@ -1,6 +1,9 @@
 // Data-race detection on the workspace between the cores of a launch (happens-before with
-// vector clocks). Each core has a clock; CrossCoreSetFlag hands the setter's clock to the
-// waiter(s) with the flag, SyncAll joins the clocks of all participants. Every 4-byte unit
+// vector clocks). A core's clock says, per core and per pipe of that core, how many of that
+// pipe's accesses it is ordered after. CrossCoreSetFlag<mode, pipe> is an instruction on
+// `pipe`: it hands the waiter(s) the setter's clock with the setter's own entry limited to
+// what that pipe is ordered after (sim_pipes.h), so a flag set on MTE2 does not publish
+// MTE3's writes. SyncAll joins the clocks of all participants (all pipes). Every 4-byte unit
 // of a Workspace-role GM region remembers its last writers and readers (up to two each,
 // with their clocks); an access conflicts with an earlier one by another core unless that
 // one happened before it. Two atomic adds (the fixpipe's enAtomic = 1) never conflict.
@@ -10,19 +13,26 @@
 #include <cstdint>
 #include <vector>
 
+#include "sim_pipes.h"
+
 namespace sim {
 
 struct Launch;
 struct BlockContext;
 
-using VectorClock = std::vector<uint32_t>;
+// One PipeClock per core (thread) of the launch.
+using VectorClock = std::vector<PipeClock>;
 
 enum class GmAccess : uint8_t { Read, Write, AtomicAdd };
 
-// One access, epoch-encoded: core thread id + 1 (0 = none) and that core's clock then.
+// One access: core thread id + 1 (0 = none), the pipe that made it and that pipe's access
+// count then (its own entry of the core's PipeState).
 struct RaceEpoch {
-  uint32_t tid1 = 0;
-  uint32_t clock = 0;
+  uint32_t tid1 : 24;
+  uint32_t pipe : 8;
+  uint32_t count = 0;
+  RaceEpoch() : tid1(0), pipe(0) {}
+  RaceEpoch(uint32_t t, uint32_t p, uint32_t n) : tid1(t), pipe(p), count(n) {}
 };
 
 struct RaceUnit {
@@ -34,11 +44,14 @@ struct RaceUnit {
 // Joins `other` into `mine` (element-wise max).
 void JoinClock(VectorClock& mine, const VectorClock& other);
 
-// Records an access of [p, p + bytes) in region `region` of the current core's launch and
-// fails on a race. Called by CheckGm for Workspace regions.
-void RaceCheck(size_t region, const uint8_t* p, uint64_t bytes, GmAccess access);
+// Records an access of [p, p + bytes) in region `region` of the current core's launch by
+// `pipe` and fails on a race. Called by CheckGm for Workspace regions.
+void RaceCheck(size_t region, const uint8_t* p, uint64_t bytes, GmAccess access, Pipe pipe);
 
-// The kind of access the current API call makes to GM (from the call's name).
+// The kind of access the current API call makes to GM, and the pipe making it (from the
+// call's name: DMA GM->UB is MTE2, UB->GM MTE3, Matmul loads MTE2, its C stores FIX,
+// GlobalTensor element access the scalar unit).
 GmAccess CurrentGmAccess(const char* what);
+Pipe CurrentGmPipe(const char* what);
 
 }  // namespace sim

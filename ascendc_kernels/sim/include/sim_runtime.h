@@ -89,7 +89,7 @@ struct BlockContext {
   uint32_t sub_block = 0;      // 0 or 1: which AIV of its group
   bool library_access = false; // set while the Matmul library touches GM (may use the system workspace)
   const uint8_t* sys_workspace = nullptr;  // SetSysWorkspace
-  uint32_t matmul_objects = 0;             // REGIST_MATMUL_OBJ registrations
+  uint32_t matmul_objects = 0;             // Matmul objects initialised on this core
   uint64_t matmul_l1_bytes = 0;            // L1 the registered Matmul objects reserve
   uint32_t thread = 0;         // index of this core's thread in the launch (race reports)
   VectorClock clock;           // happens-before: this core's vector clock
@@ -125,7 +125,10 @@ void Defer(const std::string& what);
 const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what);
 
 // Cross-core flag counters of one AI core (CrossCoreSetFlag / CrossCoreWaitFlag, ids 0..10).
+// On A2/A3 each core has one counter per flag id, whatever mode set it (a wait is the
+// scalar `wait_flag_dev(id)`); a counter holds at most 15 sets not yet waited for.
 constexpr int kCrossCoreFlags = 11;
+constexpr int64_t kCrossCoreFlagMax = 15;
 struct GroupFlags {
   int64_t to_aiv[2][kCrossCoreFlags] = {};     // waits an AIV may pass
   int64_t to_aic[kCrossCoreFlags] = {};        // waits the AIC may pass
@@ -136,6 +139,16 @@ struct GroupFlags {
   std::vector<VectorClock> to_aic_clock[kCrossCoreFlags];
   std::vector<VectorClock> aiv_mode2_clock[2][kCrossCoreFlags];
   std::vector<VectorClock> aiv_mode1_clock[2][kCrossCoreFlags];
+  // KFC (REGIST_MATMUL_OBJ without ASCENDC_CUBE_ONLY): the AIC serves Matmul calls of its
+  // AIVs' clients until both have ended.
+  bool kfc_server = false;
+  bool kfc_client_open[2] = {false, false};
+  bool kfc_client_ended[2] = {false, false};
+};
+
+// Mode 0 (all cores of one kind): each core's sets not yet matched by every other core's.
+struct Mode0Flag {
+  std::vector<std::vector<VectorClock>> pending;  // per core of the kind: its unmatched sets' clocks
 };
 
 struct Launch {
@@ -157,8 +170,15 @@ struct Launch {
   uint64_t generation = 0;
   bool aborted = false;
   std::string first_error;
-  std::vector<const std::function<bool()>*> waiting;  // the conditions blocked cores wait for
-  std::vector<GroupFlags> groups;
+  // The blocked cores: what each waits for (its condition, its thread, the call's words).
+  struct Waiter {
+    const std::function<bool()>* ready;
+    uint32_t thread;
+    const std::string* what;
+  };
+  std::vector<Waiter> waiting;
+  std::vector<GroupFlags> groups;  // MIX: one per AI core; vector launches: blocks 2g, 2g+1
+  Mode0Flag mode0[2][kCrossCoreFlags];  // [0]: the AIVs (or a vector launch's blocks), [1]: the AICs
   std::mutex atomic_mutex;  // serialises atomic-add writes to GM
   // Touched 32-byte sectors per region (the L2 model), one bit each.
   std::vector<std::vector<uint64_t>> touched;

@@ -1,5 +1,5 @@
-// The Matmul high-level API's checks, block iteration, fp32 arithmetic and cost counting
-// (see sim_matmul.h for the rules).
+// The Matmul high-level API's checks, block iteration, fp32 arithmetic and cost counting,
+// and the KFC server/client model of REGIST_MATMUL_OBJ (see sim_matmul.h for the rules).
 #include "sim_matmul.h"
 
 #include <sstream>
@@ -16,6 +16,16 @@ std::string Num(int64_t x) { return std::to_string(x); }
 
 uint64_t CheckCubeTiling(const TCubeTiling& t, uint32_t a_bytes, uint32_t b_bytes) {
   const SocSpec& soc = *Ctx().launch->soc;
+  if (t.usedCoreNum < 1 || uint32_t(t.usedCoreNum) > soc.aiCores)
+    Fail("TCubeTiling usedCoreNum " + Num(t.usedCoreNum) + " outside [1, " + Num(soc.aiCores) + "]");
+  if (t.M <= 0 || t.N <= 0 || t.Ka <= 0 || t.Kb <= 0)
+    Fail("TCubeTiling M, N, Ka, Kb must be positive, got " + Num(t.M) + ", " + Num(t.N) + ", " + Num(t.Ka) + ", " +
+         Num(t.Kb));
+  if (t.singleCoreM <= 0 || t.singleCoreN <= 0 || t.singleCoreK <= 0)
+    Fail("TCubeTiling singleCoreM/N/K must be positive");
+  if (t.singleCoreM > t.M || t.singleCoreN > t.N || t.singleCoreK > std::min(t.Ka, t.Kb))
+    Fail("TCubeTiling singleCore " + Num(t.singleCoreM) + " x " + Num(t.singleCoreN) + " x " + Num(t.singleCoreK) +
+         " exceeds M x N x K " + Num(t.M) + " x " + Num(t.N) + " x " + Num(std::min(t.Ka, t.Kb)));
   if (t.baseM <= 0 || t.baseN <= 0 || t.baseK <= 0)
     Fail("TCubeTiling base block must be positive, got baseM " + Num(t.baseM) + " baseN " + Num(t.baseN) + " baseK " +
          Num(t.baseK));
@@ -23,11 +33,12 @@ uint64_t CheckCubeTiling(const TCubeTiling& t, uint32_t a_bytes, uint32_t b_byte
     Fail("TCubeTiling baseM " + Num(t.baseM) + " / baseN " + Num(t.baseN) + " not a multiple of the 16-row fractal");
   if ((uint64_t(t.baseK) * a_bytes) % kFractalKBytes)
     Fail("TCubeTiling baseK " + Num(t.baseK) + " is not a multiple of 32 bytes of the input type (fractal K)");
-  if (t.stepM != 1 || t.stepN != 1) Fail("stepM/stepN other than 1 are not modelled");
+  if (t.stepM != 1 || t.stepN != 1) Fail("stepM/stepN other than 1 are not modelled (got " + Num(t.stepM) + ", " +
+                                         Num(t.stepN) + ")");
   if (t.iterateOrder != 0) Fail("iterateOrder other than 0 is not modelled");
   if (t.isBias) Fail("bias is not modelled");
   if (t.dbL0A < 1 || t.dbL0A > 2 || t.dbL0B < 1 || t.dbL0B > 2 || t.dbL0C < 1 || t.dbL0C > 2)
-    Fail("dbL0A/dbL0B/dbL0C must be 1 or 2");
+    Fail("dbL0A/dbL0B/dbL0C must be 1 or 2, got " + Num(t.dbL0A) + ", " + Num(t.dbL0B) + ", " + Num(t.dbL0C));
   const uint64_t l0a = uint64_t(t.baseM) * t.baseK * a_bytes * t.dbL0A;
   const uint64_t l0b = uint64_t(t.baseN) * t.baseK * b_bytes * t.dbL0B;
   const uint64_t l0c = uint64_t(t.baseM) * t.baseN * 4 * t.dbL0C;
@@ -35,33 +46,114 @@ uint64_t CheckCubeTiling(const TCubeTiling& t, uint32_t a_bytes, uint32_t b_byte
   if (l0b > soc.l0bBytes) Fail("L0B overflow: baseN x baseK x dbL0B = " + Num(l0b) + " bytes > " + Num(soc.l0bBytes));
   if (l0c > soc.l0cBytes)
     Fail("L0C overflow: baseM x baseN x 4 (fp32) x dbL0C = " + Num(l0c) + " bytes > " + Num(soc.l0cBytes));
-  if (t.stepKa < 1 || t.stepKb < 1 || t.depthA1 < t.stepM * t.stepKa || t.depthB1 < t.stepN * t.stepKb)
-    Fail("TCubeTiling depthA1/depthB1 must hold stepM x stepKa / stepN x stepKb base blocks");
-  if (t.singleCoreM <= 0 || t.singleCoreN <= 0 || t.singleCoreK <= 0)
-    Fail("TCubeTiling singleCoreM/N/K must be positive");
-  return uint64_t(t.depthA1) * t.baseM * t.baseK * a_bytes + uint64_t(t.depthB1) * t.baseN * t.baseK * b_bytes;
+  // The library loads stepKa (stepKb) base blocks of K per L1 fill and keeps depthA1
+  // (depthB1) of them: one or two fills (double-buffered L1); the larger K step a
+  // multiple of the smaller.
+  if (t.stepKa < 1 || t.stepKb < 1) Fail("TCubeTiling stepKa/stepKb must be >= 1");
+  if (std::max(t.stepKa, t.stepKb) % std::min(t.stepKa, t.stepKb))
+    Fail("TCubeTiling stepKa " + Num(t.stepKa) + " and stepKb " + Num(t.stepKb) + ": one must be a multiple of the other");
+  const int32_t fillA = t.stepM * t.stepKa, fillB = t.stepN * t.stepKb;
+  if (t.depthA1 < fillA || t.depthA1 % fillA || t.depthA1 / fillA > 2 || t.depthB1 < fillB || t.depthB1 % fillB ||
+      t.depthB1 / fillB > 2)
+    Fail("TCubeTiling depthA1 " + Num(t.depthA1) + " / depthB1 " + Num(t.depthB1) +
+         " must be 1 or 2 L1 fills of stepM x stepKa = " + Num(fillA) + " / stepN x stepKb = " + Num(fillB) +
+         " base blocks");
+  const uint64_t l1 = uint64_t(t.depthA1) * t.baseM * t.baseK * a_bytes + uint64_t(t.depthB1) * t.baseN * t.baseK * b_bytes;
+  if (l1 > soc.l1Bytes)
+    Fail("L1 overflow: the depthA1/depthB1 buffers need " + Num(l1) + " bytes > " + Num(soc.l1Bytes));
+  // What the library sizes from these two: GetTiling writes the L1 and L0C it uses there.
+  if (t.shareMode != 0) Fail("shareMode other than 0 is not modelled");
+  if (uint64_t(t.shareL1Size) < l1 || uint64_t(t.shareL1Size) > soc.l1Bytes)
+    Fail("TCubeTiling shareL1Size " + Num(t.shareL1Size) + " must cover the depthA1/depthB1 buffers (" + Num(l1) +
+         " bytes) and fit L1 (" + Num(soc.l1Bytes) + ")");
+  const uint64_t l0c_block = uint64_t(t.baseM) * t.baseN * 4;  // the library reports one block
+  if (uint64_t(t.shareL0CSize) < l0c_block || uint64_t(t.shareL0CSize) > soc.l0cBytes)
+    Fail("TCubeTiling shareL0CSize " + Num(t.shareL0CSize) + " must cover one L0C block (" + Num(l0c_block) +
+         " bytes) and fit L0C (" + Num(soc.l0cBytes) + ")");
+  if (t.shareUbSize < 0 || uint64_t(t.shareUbSize) > soc.ubBytes || t.transLength < 0)
+    Fail("TCubeTiling shareUbSize / transLength out of range");
+  // Batch, UB-cached operands, layouts and MX formats: the library reads these only for
+  // features the simulator does not model, so they must be unset.
+  if (t.batchM > 1 || t.batchN > 1 || t.singleBatchM > 1 || t.singleBatchN > 1 || t.BatchNum > 1 ||
+      t.depthAL1CacheUB || t.depthBL1CacheUB || t.mxTypePara || t.ALayoutInfoB || t.ALayoutInfoS || t.ALayoutInfoN ||
+      t.ALayoutInfoG || t.ALayoutInfoD || t.BLayoutInfoB || t.BLayoutInfoS || t.BLayoutInfoN || t.BLayoutInfoG ||
+      t.BLayoutInfoD || t.CLayoutInfoB || t.CLayoutInfoS1 || t.CLayoutInfoN || t.CLayoutInfoG || t.CLayoutInfoS2)
+    Fail("TCubeTiling sets batch, UB-cache, layout or MX fields: batch matmul and those features are not modelled");
+  return l1;
 }
 
-void RegisterMatmulsBegin(AscendC::TPipe*, GM_ADDR workspace) {
+void RegisterMatmulsBegin(GM_ADDR workspace, bool kfc) {
   BlockContext& c = Ctx();
-  if (c.launch->kind != LaunchKind::MixAic1To2 || c.core != CoreKind::Aic)
-    Fail("the Matmul API runs on the cube core: call it on the AIC of a MIX kernel (if ASCEND_IS_AIC)");
+  if (c.launch->kind != LaunchKind::MixAic1To2)
+    Fail("the Matmul API needs a MIX kernel (KERNEL_TYPE_MIX_AIC_1_2): this launch has no cube core");
   if (c.kernel_type < 0) Fail("REGIST_MATMUL_OBJ before KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2)");
   if (c.ub_used != 0) Fail("REGIST_MATMUL_OBJ after TPipe::InitBuffer (the docs require it before)");
-  if (workspace == nullptr || workspace != c.sys_workspace)
-    Fail("REGIST_MATMUL_OBJ needs the system workspace (SetSysWorkspace, then GetSysWorkSpacePtr())");
+  // KFC passes its messages through the system workspace.
+  if (kfc && (workspace == nullptr || workspace != c.sys_workspace))
+    Fail("REGIST_MATMUL_OBJ needs the system workspace (GetSysWorkSpacePtr()) for its KFC messages");
 }
 
-void MatmulRegister(MatmulState& s) {
+void MatmulRegister(MatmulState& s, MatmulRoute route) {
   BlockContext& c = Ctx();
+  if (c.launch->kind != LaunchKind::MixAic1To2 || c.kernel_type < 0)
+    Fail("the Matmul API needs a MIX kernel that declared KERNEL_TYPE_MIX_AIC_1_2");
+  if (route == MatmulRoute::Direct && c.core != CoreKind::Aic)
+    Fail("the Matmul API runs on the cube core: Init it on the AIC (if ASCEND_IS_AIC); an AIV reaches the cube "
+         "only as a KFC client (REGIST_MATMUL_OBJ without ASCENDC_CUBE_ONLY)");
   if (s.tiling == nullptr) Fail("a Matmul object registered without its TCubeTiling");
   if (s.registered) Fail("a Matmul object registered twice");
   if (++c.matmul_objects > 4) Fail("more than 4 Matmul objects (the documented limit)");
   c.matmul_l1_bytes += CheckCubeTiling(*s.tiling, s.a_bytes, s.b_bytes);
   if (c.matmul_l1_bytes > c.launch->soc->l1Bytes)
-    Fail("L1 overflow: the registered Matmul objects' depthA1/depthB1 buffers need " + Num(c.matmul_l1_bytes) +
+    Fail("L1 overflow: the Matmul objects' depthA1/depthB1 buffers need " + Num(c.matmul_l1_bytes) +
          " bytes > " + Num(c.launch->soc->l1Bytes));
   s.registered = true;
+  s.route = route;
+}
+
+void KfcServe() {
+  BlockContext& c = Ctx();
+  Launch& l = *c.launch;
+  std::unique_lock<std::mutex> lock(l.mutex);
+  GroupFlags& f = l.groups[c.group];
+  f.kfc_server = true;
+  l.cv.notify_all();
+  const std::function<bool()> ended = [&] { return f.kfc_client_ended[0] && f.kfc_client_ended[1]; };
+  BlockOn(lock, ended,
+          "REGIST_MATMUL_OBJ as a KFC server (lib/matmul_intf.h included without ASCENDC_CUBE_ONLY): the AIC runs "
+          "only Matmul calls its two AIVs send as clients and returns from the function that called "
+          "REGIST_MATMUL_OBJ when both clients have ended, so its own code after the macro never runs (drive the "
+          "cube from the AIC with ASCENDC_CUBE_ONLY and MatmulImpl::Init, or call Matmul from the AIVs)");
+  f.kfc_server = false;
+}
+
+KfcClient::KfcClient() {
+  BlockContext& c = Ctx();
+  std::lock_guard<std::mutex> lock(c.launch->mutex);
+  c.launch->groups[c.group].kfc_client_open[c.sub_block] = true;
+}
+
+KfcClient::~KfcClient() {
+  if (!InKernel()) return;
+  BlockContext& c = Ctx();
+  std::lock_guard<std::mutex> lock(c.launch->mutex);
+  c.launch->groups[c.group].kfc_client_ended[c.sub_block] = true;
+  c.launch->cv.notify_all();
+}
+
+void KfcClientCall(const MatmulState& s) {
+  if (s.route != MatmulRoute::KfcClient) return;
+  BlockContext& c = Ctx();
+  Launch& l = *c.launch;
+  std::unique_lock<std::mutex> lock(l.mutex);
+  GroupFlags& f = l.groups[c.group];
+  const std::function<bool()> serving = [&] { return f.kfc_server; };
+  BlockOn(lock, serving, std::string(c.call) + ": a KFC client call waits for AIC " + Num(c.group) +
+                             " to serve (its REGIST_MATMUL_OBJ)");
+}
+
+void KfcClientReturn(const MatmulState& s) {
+  if (s.route == MatmulRoute::KfcClient) PipeBarrierAll();
 }
 
 void MatmulCheckReady(const MatmulState& s) {
@@ -159,6 +251,8 @@ void MatmulStoreC(MatmulState& s, float* c, uint64_t c_elems, uint8_t enAtomic) 
   const uint64_t last = (s.c_row0 + s.c_rows - 1) * ldc + s.c_col0 + s.c_cols;
   if (last > c_elems)
     Fail("C block ends at element " + Num(last) + ", beyond its GlobalTensor's " + Num(c_elems));
+  // The fixpipe stores what the cube computed from MTE2's loads: ordered after them.
+  PipeMerge(kPipeFix, PipeView(kPipeMte2));
   BlockContext& ctx = Ctx();
   Launch& l = *ctx.launch;
   std::unique_lock<std::mutex> lock(l.atomic_mutex, std::defer_lock);

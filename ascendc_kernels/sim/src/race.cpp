@@ -7,7 +7,17 @@
 namespace sim {
 
 void JoinClock(VectorClock& mine, const VectorClock& other) {
-  for (size_t i = 0; i < mine.size() && i < other.size(); ++i) mine[i] = std::max(mine[i], other[i]);
+  for (size_t i = 0; i < mine.size() && i < other.size(); ++i)
+    for (int q = 0; q < kPipeCount; ++q) mine[i][q] = std::max(mine[i][q], other[i][q]);
+}
+
+Pipe CurrentGmPipe(const char* what) {
+  if (std::strcmp(what, "Matmul C store") == 0) return kPipeFix;
+  if (std::strncmp(what, "Matmul", 6) == 0) return kPipeMte2;
+  const char* call = Ctx().call;
+  if (std::strstr(call, "UB->GM") != nullptr) return kPipeMte3;
+  if (std::strstr(call, "GM->UB") != nullptr) return kPipeMte2;
+  return kPipeS;
 }
 
 GmAccess CurrentGmAccess(const char* what) {
@@ -22,15 +32,17 @@ GmAccess CurrentGmAccess(const char* what) {
 namespace {
 
 bool HappenedBefore(const RaceEpoch& e, const BlockContext& c) {
-  return e.tid1 == 0 || e.tid1 - 1 == c.thread || c.clock[e.tid1 - 1] >= e.clock;
+  return e.tid1 == 0 || e.tid1 - 1 == c.thread || c.clock[e.tid1 - 1][e.pipe] >= e.count;
 }
 
 [[noreturn]] void Race(const Launch& l, size_t region, uint64_t offset, const RaceEpoch& other, const char* other_did,
                        const char* this_does) {
   std::ostringstream s;
   s << "data race on GM '" << l.regions[region].name << "' bytes [" << offset << ", " << offset + 4 << "): "
-    << l.thread_names[other.tid1 - 1] << " " << other_did << " them and this core " << this_does
-    << " them with no synchronisation in between (CrossCoreSetFlag/CrossCoreWaitFlag or SyncAll)";
+    << l.thread_names[other.tid1 - 1] << " (" << PipeName(static_cast<Pipe>(other.pipe)) << ") " << other_did
+    << " them and this core " << this_does
+    << " them with no synchronisation in between (CrossCoreSetFlag/CrossCoreWaitFlag or SyncAll; a flag "
+       "publishes only the accesses of the pipe it is set on and of the pipes ordered before that one)";
   Fail(s.str());
 }
 
@@ -43,21 +55,22 @@ void Remember(RaceEpoch (&slots)[2], const RaceEpoch& e, const BlockContext& c, 
     if (slots[i].tid1 == e.tid1) at = i;
   for (int i = 0; i < 2 && at < 0; ++i)
     if (slots[i].tid1 == 0 || (HappenedBefore(slots[i], c) && slots[i].tid1 != e.tid1)) at = i;
-  if (at < 0) at = slots[0].clock <= slots[1].clock ? 0 : 1;
+  if (at < 0) at = slots[0].count <= slots[1].count ? 0 : 1;
   slots[at] = e;
   if (atomic_bits) *atomic_bits = (*atomic_bits & ~(1u << at)) | (atomic ? 1u << at : 0u);
 }
 
 }  // namespace
 
-void RaceCheck(size_t region, const uint8_t* p, uint64_t bytes, GmAccess access) {
+void RaceCheck(size_t region, const uint8_t* p, uint64_t bytes, GmAccess access, Pipe pipe) {
   BlockContext& c = Ctx();
   Launch& l = *c.launch;
   std::vector<RaceUnit>& units = l.race_units[region];
   if (units.empty() || bytes == 0) return;
   const uint64_t offset = uint64_t(p - l.regions[region].begin);
   const uint64_t first = offset / 4, last = (offset + bytes - 1) / 4;
-  const RaceEpoch me{c.thread + 1, c.clock[c.thread]};
+  // Each GM access is one more access of its pipe: a flag set on that pipe later covers it.
+  const RaceEpoch me{c.thread + 1, pipe, static_cast<uint32_t>(++c.pipes.seen[pipe][pipe])};
   std::lock_guard<std::mutex> lock(l.race_mutex);
   for (uint64_t u = first; u <= last; ++u) {
     RaceUnit& r = units[u];

@@ -82,7 +82,7 @@ const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what) {
       // SetGlobalBuffer only names a range; the accesses through it are what touch GM.
       if (std::strcmp(what, "SetGlobalBuffer") != 0) {
         Touch(l, i, q, bytes);
-        if (r.role == GmRole::Workspace) RaceCheck(i, q, bytes, CurrentGmAccess(what));
+        if (r.role == GmRole::Workspace) RaceCheck(i, q, bytes, CurrentGmAccess(what), CurrentGmPipe(what));
       }
       return r.begin + r.bytes;
     }
@@ -172,21 +172,41 @@ uint64_t CurrentTilingKey() { return Ctx().launch->tiling_key; }
 void WakeAll() { Ctx().launch->cv.notify_all(); }
 
 void BlockOn(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready, const std::string& what) {
-  Launch& l = *Ctx().launch;
+  BlockContext& c = Ctx();
+  Launch& l = *c.launch;
   if (ready()) return;
-  l.waiting.push_back(&ready);
-  auto leave = [&] { l.waiting.erase(std::find(l.waiting.begin(), l.waiting.end(), &ready)); };
+  l.waiting.push_back(Launch::Waiter{&ready, c.thread, &what});
+  auto leave = [&] {
+    l.waiting.erase(std::find_if(l.waiting.begin(), l.waiting.end(),
+                                 [&](const Launch::Waiter& w) { return w.ready == &ready; }));
+  };
   while (!ready()) {
     if (l.aborted) {
       leave();
       throw SimError("");  // another core failed: stop quietly
     }
     bool someone_can_run = l.waiting.size() + l.finished_threads < l.threads;
-    for (const auto* w : l.waiting) someone_can_run = someone_can_run || (*w)();
+    for (const Launch::Waiter& w : l.waiting) someone_can_run = someone_can_run || (*w.ready)();
     if (!someone_can_run) {
+      // The hang report: every other blocked core and what it waits for, cores waiting for
+      // the same thing together (in thread order).
+      std::vector<Launch::Waiter> others;
+      for (const Launch::Waiter& w : l.waiting)
+        if (w.thread != c.thread) others.push_back(w);
+      std::sort(others.begin(), others.end(),
+                [](const Launch::Waiter& a, const Launch::Waiter& b) { return a.thread < b.thread; });
+      std::vector<std::pair<std::string, std::string>> groups;  // (what, cores)
+      for (const Launch::Waiter& w : others) {
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == *w.what; });
+        if (g == groups.end()) groups.emplace_back(*w.what, l.thread_names[w.thread]);
+        else g->second += ", " + l.thread_names[w.thread];
+      }
+      std::string report;
+      for (const auto& g : groups) report += "; " + g.second + " wait" + (g.second.find(',') == std::string::npos ? "s" : "") + " in " + g.first;
       leave();
       lock.unlock();
-      Fail(what + ": every core of the launch is waiting or has returned and none can proceed (the device would hang)");
+      Fail(what + ": every core of the launch is waiting or has returned and none can proceed (the device would "
+           "hang)" + report);
     }
     l.cv.wait(lock);
   }
@@ -203,13 +223,13 @@ void SyncAllBlocks() {
   const uint64_t gen = l.generation;
   // Happens-before: everything each participant did before SyncAll precedes what every
   // participant does after it.
+  c.clock[c.thread] = c.pipes.seen[kPipeS];  // after the barrier every pipe has seen all
   JoinClock(l.barrier_next, c.clock);
-  ++c.clock[c.thread];
   if (++l.arrived == l.aiv_cores) {
     l.arrived = 0;
     ++l.generation;
     l.barrier_done = l.barrier_next;
-    std::fill(l.barrier_next.begin(), l.barrier_next.end(), 0);
+    std::fill(l.barrier_next.begin(), l.barrier_next.end(), PipeClock{});
     JoinClock(c.clock, l.barrier_done);
     l.cv.notify_all();
     return;
@@ -232,20 +252,30 @@ namespace {
 // After a clean launch: a cross-core flag still set would be seen by the next kernel on
 // that AI core (its counters are hardware state), so every set must have been waited for.
 std::string LeftoverFlags(const Launch& l) {
+  const bool mix = l.kind == LaunchKind::MixAic1To2;
+  const std::string aiv = mix ? "AIV " : "block ";
   for (size_t g = 0; g < l.groups.size(); ++g) {
     const GroupFlags& f = l.groups[g];
     for (int id = 0; id < kCrossCoreFlags; ++id) {
       std::string who;
-      if (f.to_aic[id]) who = "set by both AIVs for the AIC";
+      if (f.to_aic[id]) who = "set for the AIC";
       for (int s = 0; s < 2 && who.empty(); ++s)
-        if (f.to_aiv[s][id]) who = "set for AIV " + std::to_string(2 * g + s);
+        if (f.to_aiv[s][id]) who = "set for " + aiv + std::to_string(2 * g + s);
       for (int s = 0; s < 2 && who.empty(); ++s)
-        if (f.aiv_mode2[s][id] || f.aiv_mode1[s][id]) who = "set by AIV " + std::to_string(2 * g + s) + " only";
+        if (f.aiv_mode2[s][id] || f.aiv_mode1[s][id]) who = "set by " + aiv + std::to_string(2 * g + s) + " only";
       if (!who.empty())
-        return "simulator: kernel '" + l.kernel + "' AI core " + std::to_string(g) + ", kernel end: cross-core flag " +
-               std::to_string(id) + " " + who + " was never waited for (it would leak into the next kernel)";
+        return "simulator: kernel '" + l.kernel + "' " + (mix ? "AI core " : "blocks ") + std::to_string(g) +
+               (mix ? "" : "/" + std::to_string(2 * g + 1)) + ", kernel end: cross-core flag " + std::to_string(id) +
+               " " + who + " was never waited for (it would leak into the next kernel)";
     }
   }
+  for (int kind = 0; kind < 2; ++kind)
+    for (int id = 0; id < kCrossCoreFlags; ++id)
+      for (size_t core = 0; core < l.mode0[kind][id].pending.size(); ++core)
+        if (!l.mode0[kind][id].pending[core].empty())
+          return "simulator: kernel '" + l.kernel + "' " + (kind ? "AIC " : aiv) + std::to_string(core) +
+                 ", kernel end: its mode-0 CrossCoreSetFlag(" + std::to_string(id) +
+                 ") was never matched by every other core of its kind (a counter would leak into the next kernel)";
   return "";
 }
 }  // namespace
@@ -266,13 +296,13 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
   const bool mix = kind == LaunchKind::MixAic1To2;
   launch.threads = mix ? 3 * block_dim : block_dim;
   launch.aiv_cores = mix ? 2 * block_dim : block_dim;
-  launch.groups.resize(mix ? block_dim : 0);
+  launch.groups.resize(mix ? block_dim : (block_dim + 1) / 2);
   for (const GmRegion& r : regions) {
     launch.touched.emplace_back((r.bytes / 32 + 64) / 64, 0);
     launch.race_units.emplace_back(r.role == GmRole::Workspace ? r.bytes / 4 + 1 : 0);
   }
-  launch.barrier_next.assign(launch.threads, 0);
-  launch.barrier_done.assign(launch.threads, 0);
+  launch.barrier_next.assign(launch.threads, PipeClock{});
+  launch.barrier_done.assign(launch.threads, PipeClock{});
   for (uint32_t i = 0; i < launch.threads; ++i) {
     if (!mix) launch.thread_names.push_back("block " + std::to_string(i));
     else if (i < block_dim) launch.thread_names.push_back("AIC " + std::to_string(i));
@@ -284,8 +314,10 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
     BlockContext& c = contexts[thread];
     c.launch = &launch;
     c.thread = thread;
-    c.clock.assign(launch.threads, 0);
-    c.clock[thread] = 1;
+    c.clock.assign(launch.threads, PipeClock{});
+    // The framework hands every core the system workspace (SetSysWorkspace is deprecated).
+    for (const GmRegion& r : regions)
+      if (r.role == GmRole::SystemWorkspace) c.sys_workspace = r.begin;
     // MIX: threads [0, B) are the AIC cores, [B, 3B) the AIV cores 0..2B-1.
     if (mix && thread < block_dim) {
       c.core = CoreKind::Aic;
@@ -322,10 +354,8 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
   for (uint32_t i = 0; i < launch.threads; ++i) threads.emplace_back(run_block, i);
   for (auto& t : threads) t.join();
   if (launch.aborted) throw SimError(launch.first_error);
-  if (mix) {
-    const std::string leftover = LeftoverFlags(launch);
-    if (!leftover.empty()) throw SimError(leftover);
-  }
+  const std::string leftover = LeftoverFlags(launch);
+  if (!leftover.empty()) throw SimError(leftover);
 
   LaunchCounters total;
   total.kernel = kernel;
