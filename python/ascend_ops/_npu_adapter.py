@@ -41,6 +41,20 @@ PACKAGE_HINT = ("the ascend_ops op package is not installed: build it with "
                 "ascendc_kernels/build.sh, see docs/npu.md")
 
 
+def _once_per_process(function):
+    """`function`'s answer per argument tuple, computed once. A dict rather than
+    functools.cache: torch.compile traces through a functools cache with a warning on
+    every compile of an op, and reads a dict as it is."""
+    answers: dict = {}
+
+    @functools.wraps(function)
+    def cached(*args):
+        if args not in answers:
+            answers[args] = function(*args)
+        return answers[args]
+    return cached
+
+
 _search_environment: tuple[str | None, str | None] | None = None
 
 
@@ -54,7 +68,7 @@ def package_search_environment() -> tuple[str | None, str | None]:
     return _search_environment
 
 
-@functools.cache
+@_once_per_process
 def _load() -> tuple[ModuleType | None, ModuleType | None, str | None]:
     """(torch_npu, ascend_ops._npu, None), or Nones and the reason one did not load."""
     package_search_environment()
@@ -80,7 +94,7 @@ def _load() -> tuple[ModuleType | None, ModuleType | None, str | None]:
     return torch_npu, _npu, None
 
 
-@functools.cache
+@_once_per_process
 def unavailable_reason() -> str | None:
     """None when the NPU adapter can run, else why it cannot."""
     torch_npu, adapter, reason = _load()
@@ -135,7 +149,7 @@ def find_custom_package(custom_opp_path: str | None, opp_path: str | None = None
     return None
 
 
-@functools.cache
+@_once_per_process
 def _aclnn_available(adapter_module: ModuleType, name: str, custom_opp_path: str | None) -> bool:
     """adapter.aclnn_available(name), asked once per process and package path: the lookup
     searches the file system, and what is installed does not change while we run."""
@@ -182,7 +196,7 @@ def custom_unavailable_reason(op: str | None, adapter_module: ModuleType,
     return None
 
 
-@functools.cache
+@_once_per_process
 def op_unavailable_reason(impl: str, op: str | None = None) -> str | None:
     """None when `impl` ("npu" or "npu_custom") can run `op` (or, op=None, every op it
     covers) here, else the first missing piece."""
