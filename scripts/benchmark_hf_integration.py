@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import copy
 import gc
-import json
 import os
 import pathlib
-import subprocess
 import sys
 
 import torch
@@ -35,12 +33,11 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from benchmark import time_interleaved  # noqa: E402
-from benchmark_linear_cross_entropy import _reset_peak_rss, _status_kb  # noqa: E402
 from results_csv import RESULTS, ResultRow, append_rows, machine_fields, timing_fields  # noqa: E402
+from worker_processes import report, reset_peak_rss, run_worker, status_kb, text_table  # noqa: E402
 
 PROVIDERS = ("transformers", "ascend_ops", "ascend_ops-high-performance")
 DEFAULT_CSV = RESULTS / "hf_integration.csv"
-RESULT_MARK = "RESULT "
 HIDDEN = 64
 
 
@@ -83,13 +80,13 @@ def peak_extra_mib(provider: str, b: int, t: int, vocab: int) -> float:
     step_function(model, ids, labels)()  # warm-up
     model.zero_grad(set_to_none=True)
     gc.collect()
-    before = _status_kb("VmRSS")
-    _reset_peak_rss()
+    before = status_kb("VmRSS")
+    reset_peak_rss()
     loss = model(input_ids=ids, labels=labels).loss
-    forward_peak = _status_kb("VmHWM")
-    _reset_peak_rss()
+    forward_peak = status_kb("VmHWM")
+    reset_peak_rss()
     loss.backward()
-    backward_peak = _status_kb("VmHWM")
+    backward_peak = status_kb("VmHWM")
     grads_kb = sum(p.grad.nbytes for p in model.parameters() if p.grad is not None) / 1024
     return max(0.0, (forward_peak - before) / 1024, (backward_peak - before - grads_kb) / 1024)
 
@@ -101,22 +98,12 @@ def interleaved_times(providers: list[str], b: int, t: int, vocab: int,
     return time_interleaved(steps, reps)
 
 
-def run_worker(command: list[str], timeout: float):
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
-    result = subprocess.run([sys.executable, __file__, *command], env=env, capture_output=True,
-                            text=True, timeout=timeout)
-    if result.returncode != 0:
-        raise SystemExit(f"worker {command} failed:\n{result.stdout}\n{result.stderr}")
-    line = next(l for l in result.stdout.splitlines() if l.startswith(RESULT_MARK))
-    return json.loads(line[len(RESULT_MARK):])
-
-
 def measure(args) -> list[ResultRow]:
     size = ["--size", *map(str, args.size)]
-    peaks = {p: run_worker(["--worker", "memory", "--providers", p, *size], args.timeout)
+    peaks = {p: run_worker(__file__, ["--worker", "memory", "--providers", p, *size], args.timeout)
              for p in args.providers}
-    times = run_worker(["--worker", "time", "--providers", *args.providers, *size,
-                        "--reps", str(args.reps)], args.timeout * len(args.providers))
+    times = run_worker(__file__, ["--worker", "time", "--providers", *args.providers, *size,
+                                  "--reps", str(args.reps)], args.timeout * len(args.providers))
     machine = machine_fields()
     b, t, v = args.size
     return [ResultRow("hf_llama_train_step", p, "forward+backward", "bfloat16",
@@ -134,10 +121,7 @@ def format_table(rows: list[ResultRow]) -> str:
 
     body = [(r.provider, f"{r.median_s * 1e3:.0f}", f"{r.median_s / base.median_s:.2f}",
              f"{r.peak_extra_mib:.0f}", peak_ratio(r)) for r in rows]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in [header, *body]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return text_table(header, body)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", choices=["memory", "time"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker == "memory":
-        print(RESULT_MARK + json.dumps(peak_extra_mib(args.providers[0], *args.size)))
+        report(peak_extra_mib(args.providers[0], *args.size))
         return 0
     if args.worker == "time":
-        print(RESULT_MARK + json.dumps(interleaved_times(args.providers, *args.size, args.reps)))
+        report(interleaved_times(args.providers, *args.size, args.reps))
         return 0
     if args.quick:
         args.size, args.reps = [2, 16, 300], 2

@@ -31,10 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import torch
@@ -43,9 +40,9 @@ import torch.nn.functional as F
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from benchmark import time_interleaved  # noqa: E402
 from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields, timing_fields  # noqa: E402
+from worker_processes import report, reset_peak_rss, run_worker, status_kb, text_table  # noqa: E402
 
 PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile")
-RESULT_MARK = "RESULT "
 
 
 def loss_function(provider: str):
@@ -59,18 +56,6 @@ def loss_function(provider: str):
         return F.cross_entropy(F.linear(x, w), t)
 
     return torch.compile(eager) if provider == "compile" else eager
-
-
-def _status_kb(field: str) -> int:
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
-
-def _reset_peak_rss() -> None:
-    # Writing 5 to clear_refs resets VmHWM (the peak RSS) to the current RSS (Linux >= 4.0).
-    pathlib.Path("/proc/self/clear_refs").write_text("5")
 
 
 def make_inputs(bt: int, h: int, v: int):
@@ -101,13 +86,13 @@ def peak_extra_mib(provider: str, bt: int, h: int, v: int) -> float:
     make_step(provider, x, w, t)()  # warm-up (and compilation)
     x.grad = w.grad = None
     gc.collect()
-    before = _status_kb("VmRSS")
-    _reset_peak_rss()
+    before = status_kb("VmRSS")
+    reset_peak_rss()
     loss = fn(x, w, t)
-    forward_peak = _status_kb("VmHWM")
-    _reset_peak_rss()
+    forward_peak = status_kb("VmHWM")
+    reset_peak_rss()
     loss.backward()
-    backward_peak = _status_kb("VmHWM")
+    backward_peak = status_kb("VmHWM")
     grads_kb = (x.grad.nbytes + w.grad.nbytes) / 1024
     return max(0.0, (forward_peak - before) / 1024, (backward_peak - before - grads_kb) / 1024)
 
@@ -120,23 +105,13 @@ def interleaved_times(providers: list[str], bt: int, h: int, v: int, reps: int) 
     return time_interleaved({p: make_step(p, x, w, t) for p in providers}, reps)
 
 
-def run_worker(command: list[str], timeout: float):
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
-    result = subprocess.run([sys.executable, __file__, *command], env=env, capture_output=True,
-                            text=True, timeout=timeout)
-    if result.returncode != 0:
-        raise SystemExit(f"worker {command} failed:\n{result.stdout}\n{result.stderr}")
-    line = next(l for l in result.stdout.splitlines() if l.startswith(RESULT_MARK))
-    return json.loads(line[len(RESULT_MARK):])
-
-
 def measure(args) -> list[ResultRow]:
     """Peak memory per provider in its own process, then the timings interleaved in one."""
     size = ["--size", *map(str, args.size)]
-    peaks = {p: run_worker(["--worker", "memory", "--providers", p, *size], args.timeout)
+    peaks = {p: run_worker(__file__, ["--worker", "memory", "--providers", p, *size], args.timeout)
              for p in args.providers}
-    times = run_worker(["--worker", "time", "--providers", *args.providers, *size,
-                        "--reps", str(args.reps)], args.timeout * len(args.providers))
+    times = run_worker(__file__, ["--worker", "time", "--providers", *args.providers, *size,
+                                  "--reps", str(args.reps)], args.timeout * len(args.providers))
     machine = machine_fields()
     rows = []
     for provider in args.providers:
@@ -152,10 +127,7 @@ def format_table(rows: list[ResultRow]) -> str:
     header = ("provider", "p20 ms", "p50 ms", "p80 ms", "p50 / ascend_ops", "peak extra MiB")
     body = [(r.provider, f"{r.p20_s * 1e3:.1f}", f"{r.median_s * 1e3:.1f}", f"{r.p80_s * 1e3:.1f}",
              f"{r.median_s / base.median_s:.2f}", f"{r.peak_extra_mib:.0f}") for r in rows]
-    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in [header, *body]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+    return text_table(header, body)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,10 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--worker", choices=["memory", "time"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker == "memory":
-        print(RESULT_MARK + json.dumps(peak_extra_mib(args.providers[0], *args.size)))
+        report(peak_extra_mib(args.providers[0], *args.size))
         return 0
     if args.worker == "time":
-        print(RESULT_MARK + json.dumps(interleaved_times(args.providers, *args.size, args.reps)))
+        report(interleaved_times(args.providers, *args.size, args.reps))
         return 0
     if args.quick:
         args.size, args.reps = [64, 32, 300], 2

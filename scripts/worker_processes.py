@@ -1,0 +1,52 @@
+"""What the benchmarks that measure in worker processes share: starting a worker (this
+same script with --worker) and reading its one result line, the process's resident memory
+and its peak, and the plain-text table they print."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+RESULT_MARK = "RESULT "
+
+
+def report(result) -> None:
+    """The worker side: print `result` (JSON-serialisable) on the line run_worker reads."""
+    print(RESULT_MARK + json.dumps(result))
+
+
+def run_worker(script: str, command: list[str], timeout: float):
+    """Run `script` with `command` in a fresh Python and return what it report()ed. glibc is
+    told to map large blocks directly and give them back on free, so resident memory
+    follows live memory."""
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+    result = subprocess.run([sys.executable, script, *command], env=env, capture_output=True,
+                            text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise SystemExit(f"worker {command} failed:\n{result.stdout}\n{result.stderr}")
+    line = next(l for l in result.stdout.splitlines() if l.startswith(RESULT_MARK))
+    return json.loads(line[len(RESULT_MARK):])
+
+
+def status_kb(field: str) -> int:
+    """A field of /proc/self/status in KiB (VmRSS: resident now, VmHWM: its peak)."""
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+def reset_peak_rss() -> None:
+    # Writing 5 to clear_refs resets VmHWM (the peak RSS) to the current RSS (Linux >= 4.0).
+    pathlib.Path("/proc/self/clear_refs").write_text("5")
+
+
+def text_table(header: tuple[str, ...], body: list[tuple[str, ...]]) -> str:
+    """Left-aligned columns under a dashed rule."""
+    widths = [max(len(line[i]) for line in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)) for line in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
