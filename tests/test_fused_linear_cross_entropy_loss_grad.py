@@ -84,7 +84,8 @@ def test_packed_mask_may_be_longer_than_needed():
 def test_many_chunks_match_reference(mode, dtype, gemm_engine):
     # A 200 KiB budget cuts this call into many chunks (vocabulary chunks on the onednn and
     # avx512bf16 engines, row chunks on portable), so the GEMM that spans chunks accumulates
-    # across them; 3 MiB cuts it into a few.
+    # across them; 3 MiB cuts it into a few. (High-performance mode on onednn needs no
+    # scratch: G goes over the softmax, whatever the budget.)
     case = FlceCase(203, 45, 1000, dtype, mode, masked_fraction=0.4, seed=3)
     inputs = testing.flce_inputs(case)
     oracle, naive = testing.flce_oracle(inputs), testing.flce_naive(inputs)
@@ -173,3 +174,48 @@ def test_memory_saving_stays_within_budget(gemm_engine):
     assert result.returncode == 0, result.stderr
     peak_extra_mib = float(result.stdout.split()[-1])
     assert peak_extra_mib < allowed, f"{gemm_engine}: peak extra {peak_extra_mib:.0f} MiB > {allowed:.0f}"
+
+
+def logits_grad_as_spec(inputs, softmax):
+    """SPEC §1's G from `softmax`: (P - onehot) * grad in fp32, rounded once to bf16."""
+    masked = inputs["target_mask"]
+    if masked.dtype == torch.uint8:
+        bits = (masked[:, None] >> torch.arange(8, dtype=torch.uint8)) & 1
+        masked = bits.flatten()[:softmax.size(0)].bool()
+    p = softmax.clone()
+    rows = torch.nonzero(~masked).flatten()
+    p[rows, inputs["masked_target"][rows].long()] -= 1.0
+    return (p * inputs["grad"][:, None]).bfloat16()
+
+
+# High-performance shapes for the onednn engine, which writes G over the softmax in waves of
+# rows: one row, one column, odd V (a word then holds the end of one G row and the start of
+# the next), BT no power of two (a short last wave), and V wide enough that a wave's rows
+# are shared among threads.
+G_OVER_SOFTMAX_SHAPES = [(1, 5, 3), (6, 3, 1), (37, 19, 203), (100, 8, 4099)]
+
+
+@pytest.mark.parametrize("shape", G_OVER_SOFTMAX_SHAPES, ids=str)
+def test_high_performance_gradients_are_g_products_rounded_once(shape, gemm_engine, threads):
+    """input_grad = bf16(G @ W) and weight_grad = bf16(G.T @ x), each within one bf16
+    rounding of its float64 product plus fp32 accumulation error (a K split into bf16
+    partial sums, or G read from overwritten softmax rows, is far outside); and the caller's
+    softmax afterwards: G, dense, in its first BT·V·2 bytes on onednn, unchanged elsewhere."""
+    bt, h, v = shape
+    torch.set_num_threads(4)  # several threads per wave, on any machine
+    inputs = testing.flce_inputs(FlceCase(bt, h, v, mode=testing.HIGH_PERFORMANCE, seed=bt + v))
+    softmax = inputs["softmax"].clone()
+    input_grad, weight_grad = ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, impl="cpu")
+    g = logits_grad_as_spec(inputs, softmax)
+    products = ((input_grad, g, inputs["weight"]), (weight_grad, g.T, inputs["input"]))
+    for ours, a, b in products:
+        exact = a.double() @ b.double()
+        k = a.size(1)
+        bound = exact.abs() * 2.0**-8 + (a.double().abs() @ b.double().abs()) * (k + 2) * 2.0**-24
+        error = (ours.double() - exact).abs()
+        assert bool((error <= bound + 1e-30).all()), f"worst error {float(error.max()):.3g}"
+    if gemm_engine == "onednn":
+        written = inputs["softmax"].view(torch.bfloat16).flatten()[:bt * v].view(bt, v)
+        assert torch.equal(written, g)
+    else:
+        assert torch.equal(inputs["softmax"], softmax)

@@ -47,7 +47,8 @@ def fused_linear_cross_entropy_loss_grad(
         logits_max, sum_exp_logits: float32 [BT], the global row statistics of the
             forward; required when `softmax` is None (memory-saving mode).
         softmax: float32 [BT, V] kept by the forward (high-performance mode). The op may
-            use it as scratch: its contents are undefined afterwards.
+            use it as scratch: its contents are undefined afterwards (the CPU kernel on
+            the onednn engine writes the logits gradient over it, SPEC §1).
         impl: "auto" (by device), "cpu", "npu", "npu_custom", "reference" or "sim"; see
             `available_impls()`.
         scratch_bytes: the CPU kernel's scratch budget for its vocabulary chunks

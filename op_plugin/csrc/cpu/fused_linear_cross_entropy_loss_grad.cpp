@@ -13,6 +13,9 @@
 //   (gemm.h): onednn (fp32 copies of G and W_c for the fp32-out products, oneDNN's bf16
 //   kernels; weight_grad[c] by its bf16-in/bf16-out GEMM on G_c.T in place, rounded once)
 //   or avx512bf16 (the own GEMM, G_c.T transposed once per chunk so it reads A row-major).
+// * high-performance mode on the onednn engine: no chunks. G is written in bf16 over the
+//   softmax (flce_g_over_softmax), and both gradient GEMMs are oneDNN's bf16-in/bf16-out
+//   GEMM with K complete (V, BT), rounded once.
 // * everything else (float16, or the portable engine chosen or forced): rows in chunks,
 //   the layer's portable fp32 GEMMs on widened operands.
 //
@@ -69,6 +72,49 @@ struct FlceOperands {
   at::Tensor softmax;                     // high-performance mode
   bool recompute() const { return !softmax.defined(); }
 };
+
+// High-performance mode on the onednn engine: G [BT, V] is written in bf16 over the softmax
+// it is computed from (the schema declares softmax writable; SPEC §1 leaves its contents
+// undefined on return), dense with row stride V, so both gradient GEMMs see all of G at
+// once: K = V and K = BT are complete, and oneDNN's bf16-in/bf16-out GEMM rounds each
+// output once, as SPEC §1 does, with no fp32 copy of G or of the weight, no fp32
+// accumulator and no scratch at all.
+//
+// G's row i takes the buffer's fp32 elements [iV / 2, (i + 1)V / 2), inside softmax rows
+// that must have been read first. Rows are therefore done in waves [n, 2n) (n = 1, 2, 4,
+// ...): a wave writes below element nV, into softmax rows [0, n) that earlier waves read,
+// and reads rows [n, 2n) that no one writes yet. Row 0, which G overlays in place, is read
+// from a copy. (With V odd a word holds the last bf16 of one G row and the first of the
+// next: two writes to different halves, never a read of an unread softmax element.)
+void flce_g_over_softmax(const FlceOperands& op, cpu::GemmEngine engine, at::Tensor& input_grad,
+                         at::Tensor& weight_grad) {
+  using cpu::GemmOperand;
+  const int64_t bt = op.input.size(0);
+  const int64_t vocab = op.weight.size(0);
+  // The first BT * V bf16 elements of the fp32 [BT, V] buffer, as a dense [BT, V].
+  at::Tensor g = op.softmax.view(at::kBFloat16).view({-1}).narrow(0, 0, bt * vocab).view({bt, vocab});
+  const float* p = op.softmax.const_data_ptr<float>();
+  uint16_t* g_bits = cpu::bf16_bits(g);
+  const float* scale = op.grad.const_data_ptr<float>();
+  const auto write_row = [&](const float* p_row, int64_t i) {
+    const RowTarget& t = op.targets[i];
+    cpu::write_logits_grad_row(p_row, vocab, /*recompute=*/false, 0.0f, 1.0f, scale[i],
+                               t.masked ? -1 : t.column, g_bits + i * vocab);
+  };
+  const std::vector<float> first_row(p, p + vocab);
+  write_row(first_row.data(), 0);
+  const int64_t row_grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / vocab);
+  for (int64_t n = 1; n < bt; n *= 2) {
+    at::parallel_for(n, std::min(bt, 2 * n), row_grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        write_row(p + i * vocab, i);
+      }
+    });
+  }
+  const GemmOperand g_op(g);
+  cpu::gemm_rounded(g_op, GemmOperand(op.weight), input_grad, engine);  // G @ W, K = V
+  cpu::gemm_rounded(g_op.t(), GemmOperand(op.input), weight_grad, engine);  // G.T @ x, K = BT
+}
 
 // The bfloat16 path on the onednn and avx512bf16 engines: vocabulary chunks (see the top).
 void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine engine,
@@ -261,7 +307,9 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
     op.sum_exp_logits = sum_exp_logits->contiguous();
   }
   const cpu::GemmEngine engine = cpu::gemm_engine(input.scalar_type());
-  if (engine != cpu::GemmEngine::kPortable) {
+  if (engine == cpu::GemmEngine::kOneDnn && !op.recompute()) {
+    flce_g_over_softmax(op, engine, input_grad, weight_grad);
+  } else if (engine != cpu::GemmEngine::kPortable) {
     flce_vocab_chunks(op, budget, engine, input_grad, weight_grad);
   } else {
     AT_DISPATCH_REDUCED_FLOATING_TYPES(input.scalar_type(), "fused_linear_cross_entropy_loss_grad", [&] {
