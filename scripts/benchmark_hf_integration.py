@@ -22,7 +22,6 @@ unpatched model.
 from __future__ import annotations
 
 import argparse
-import copy
 import gc
 import os
 import pathlib

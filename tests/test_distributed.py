@@ -3,10 +3,7 @@ problem: vocab-parallel linear_cross_entropy and SyncBatchNorm with uneven batch
 
 from __future__ import annotations
 
-import os
 import pathlib
-import socket
-import subprocess
 import sys
 
 import pytest
@@ -19,38 +16,17 @@ from ascend_ops import testing
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import bn_accuracy  # noqa: E402
 import distributed_worker as worker  # noqa: E402
+from rank_processes import cpu_rank_environment, run_ranks  # noqa: E402
 
 TIMEOUT_S = 180
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def launch(world: int, out: pathlib.Path, engine: str | None = None) -> list[dict]:
     """Run `world` ranks of distributed_worker.py (on the GEMM `engine` forced, else the
     measured one); their saved results, rank by rank."""
-    port = free_port()
     forced = {"ASCEND_OPS_CPU_GEMM": engine} if engine else {}
-    env = {**os.environ, **forced, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(pathlib.Path(ascend_ops.__file__).parents[1]),
-                                                       os.environ.get("PYTHONPATH")]))}
-    procs = [subprocess.Popen([sys.executable, worker.__file__, str(rank), str(world), str(port), str(out)],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for rank in range(world)]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=TIMEOUT_S)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for rank, (p, log) in enumerate(zip(procs, logs)):
-        assert p.returncode == 0, f"rank {rank} failed:\n{log}"
-    return [torch.load(out / f"rank{rank}.pt") for rank in range(world)]
+    return run_ranks(worker.__file__, world, out, env=cpu_rank_environment(**forced),
+                     timeout=TIMEOUT_S)
 
 
 # Two ranks on each engine the gradient cache runs on (forced), three on the measured one.

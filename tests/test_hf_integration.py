@@ -32,6 +32,7 @@ import ascend_ops.integrations.transformers as aot  # noqa: E402
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from hf_tiny_models import CONFIGS, H, V, decoder_config, batch, tiny_model  # noqa: E402
+from rank_processes import cpu_rank_environment, run_ranks  # noqa: E402
 
 LOSS_TOL = 1e-3
 GRAD_TOL = 2e-2
@@ -333,38 +334,12 @@ def test_a_trainer_run_matches_transformers_step_by_step(tmp_path, monkeypatch, 
         assert abs(a - b) <= LOSS_TOL * abs(b), f"step {step}: loss {a} vs Transformers' {b}"
 
 
-def _run_ranks(world: int, out: pathlib.Path) -> list[dict]:
-    import socket
-    import subprocess
-
-    import hf_vocab_parallel_worker as worker
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    package_root = str(pathlib.Path(aot.__file__).parents[2])
-    env = {**os.environ, "OMP_NUM_THREADS": "1",
-           "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
-    procs = [subprocess.Popen([sys.executable, worker.__file__, str(r), str(world), str(port),
-                               str(out)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in range(world)]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=180)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    for rank, (p, log) in enumerate(zip(procs, logs)):
-        assert p.returncode == 0, f"rank {rank} failed:\n{log}"
-    return [torch.load(out / f"rank{r}.pt") for r in range(world)]
-
-
 def test_a_vocab_parallel_head_over_two_ranks_matches_one_unsplit_model(tmp_path):
     """lm_head split by rows over 2 gloo ranks: every rank's loss and every gradient of the
     layers below equal the unpatched model's; each rank's head gradient is its rows of it."""
-    ranks = _run_ranks(2, tmp_path)
+    import hf_vocab_parallel_worker as worker
+
+    ranks = run_ranks(worker.__file__, 2, tmp_path, env=cpu_rank_environment())
     ids, labels = batch()
     theirs = tiny_model("llama", torch.bfloat16)
     loss = theirs(input_ids=ids, labels=labels).loss

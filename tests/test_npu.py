@@ -13,7 +13,6 @@ without hardware, by tests/npu_link (CI's torch_npu environment).
 import os
 import pathlib
 import re
-import socket
 import subprocess
 import sys
 
@@ -25,6 +24,7 @@ import ascend_ops
 from ascend_ops import _npu_adapter, testing
 
 from conftest import assert_matches, clone_inputs
+from rank_processes import run_ranks
 from test_validation import BN_BAD, FLCE_BAD, VALUE_RULES, bn_base, check_message, flce_bad_inputs
 
 NPU = ascend_ops.available_impls()["npu"]
@@ -380,12 +380,6 @@ def test_nz_weight_is_cast_to_nd():
     assert_matches(to_cpu(ours), testing.flce_oracle(inputs), testing.flce_naive(inputs), "npu NZ")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.npu
 @on_npu
 def test_training_step_on_two_npus_over_hccl(tmp_path):
@@ -394,14 +388,7 @@ def test_training_step_on_two_npus_over_hccl(tmp_path):
     world = 2
     if torch.npu.device_count() < world:
         pytest.skip(f"needs {world} NPUs, {torch.npu.device_count()} visible")
-    port = free_port()
-    script = pathlib.Path(worker.__file__)
-    procs = [subprocess.Popen([sys.executable, str(script), str(r), str(world), str(port),
-                               str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True) for r in range(world)]
-    logs = [p.communicate(timeout=600)[0] for p in procs]
-    assert all(p.returncode == 0 for p in procs), "\n".join(logs)
-    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(world)]
+    ranks = run_ranks(worker.__file__, world, tmp_path, timeout=600)
 
     lce = worker.lce_problem(world)
     truth = f64_cross_entropy(lce["input"], lce["weight"], lce["target"])
