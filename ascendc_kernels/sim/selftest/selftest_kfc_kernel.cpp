@@ -116,21 +116,17 @@ extern "C" __global__ __aicore__ void selftest_kfc(GM_ADDR a, GM_ADDR b, GM_ADDR
   Kfc(a, b, user, y, workspace, bug);
 }
 
+// selftest_mix_kernel.cpp: sizes `workspace` and sets the next launch over a, b, y and it.
+void SetMixSelftestLaunch(std::string& workspace, uint32_t blocks, const void* a, const void* b, float* y,
+                          sim::LaunchKind kind);
+
 // Launched by asim_run_selftest_mix (selftest_mix_kernel.cpp) for bug numbers from 100.
 int RunSelftestKfc(int32_t bug, uint32_t blocks, const void* a, const void* b, float* y, char* error,
                    uint64_t error_bytes) {
   int32_t bug_value = bug;
-  constexpr uint64_t kSys = 4096;
-  std::string workspace(kSys + uint64_t(blocks) * kN * kN * sizeof(float), '\0');
+  std::string workspace;
+  SetMixSelftestLaunch(workspace, blocks, a, b, y, sim::LaunchKind::MixAic1To2);
   auto* ws = reinterpret_cast<uint8_t*>(&workspace[0]);
-  sim::GmRegion sys{ws, kSys, "system workspace", sim::GmRole::SystemWorkspace};
-  sim::GmRegion user{ws + kSys, workspace.size() - kSys, "user workspace", sim::GmRole::Workspace};
-  const uint64_t ab = kN * kN * 2, yb = uint64_t(blocks) * kN * kN * 4;
-  sim::NextLaunch() = sim::LaunchArgs{0,
-                                      {{reinterpret_cast<const uint8_t*>(a), ab, "a"},
-                                       {reinterpret_cast<const uint8_t*>(b), ab, "b"},
-                                       {reinterpret_cast<const uint8_t*>(y), yb, "y"}, sys, user},
-                                      sim::Soc910B(), sim::LaunchKind::MixAic1To2};
   try {
     ICPU_RUN_KF(selftest_kfc, blocks, (GM_ADDR)a, (GM_ADDR)b, (GM_ADDR)y, (GM_ADDR)ws, (GM_ADDR)&bug_value);
     return 0;

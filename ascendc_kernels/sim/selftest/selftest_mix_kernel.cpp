@@ -222,6 +222,25 @@ extern "C" __global__ __aicore__ void selftest_mix(GM_ADDR a, GM_ADDR b, GM_ADDR
   }
 }
 
+// The GM both MIX self-tests (this one and selftest_kfc_kernel.cpp) run over: a, b [32, 32]
+// half, y blocks x [32, 32] fp32, then `workspace`, sized here: a system workspace and one
+// [32, 32] fp32 user block per AI core. Sets the next launch's regions and kind; the caller
+// keeps `workspace` alive through the launch.
+void SetMixSelftestLaunch(std::string& workspace, uint32_t blocks, const void* a, const void* b, float* y,
+                          sim::LaunchKind kind) {
+  constexpr uint64_t kSys = 4096;
+  workspace.assign(kSys + uint64_t(blocks) * kN * kN * sizeof(float), '\0');
+  auto* ws = reinterpret_cast<uint8_t*>(&workspace[0]);
+  sim::GmRegion sys{ws, kSys, "system workspace", sim::GmRole::SystemWorkspace};
+  sim::GmRegion user{ws + kSys, workspace.size() - kSys, "user workspace", sim::GmRole::Workspace};
+  const uint64_t ab = kN * kN * 2, yb = uint64_t(blocks) * kN * kN * 4;
+  sim::NextLaunch() = sim::LaunchArgs{0,
+                                      {{reinterpret_cast<const uint8_t*>(a), ab, "a"},
+                                       {reinterpret_cast<const uint8_t*>(b), ab, "b"},
+                                       {reinterpret_cast<const uint8_t*>(y), yb, "y"}, sys, user},
+                                      sim::Soc910B(), kind};
+}
+
 // The KFC kernel of selftest_kfc_kernel.cpp: bug numbers from kKfcBugBase up.
 constexpr int32_t kKfcBugBase = 100;
 int RunSelftestKfc(int32_t bug, uint32_t blocks, const void* a, const void* b, float* y, char* error,
@@ -232,17 +251,10 @@ extern "C" int asim_run_selftest_mix(int32_t bug, uint32_t blocks, const void* a
                                      char* error, uint64_t error_bytes) {
   if (bug >= kKfcBugBase) return RunSelftestKfc(bug - kKfcBugBase, blocks, a, b, y, error, error_bytes);
   int32_t bug_value = bug;
-  constexpr uint64_t kSys = 4096;
-  std::string workspace(kSys + uint64_t(blocks) * kN * kN * sizeof(float), '\0');
+  std::string workspace;
+  SetMixSelftestLaunch(workspace, blocks, a, b, y,
+                       bug == kTypeMismatch ? sim::LaunchKind::Vector : sim::LaunchKind::MixAic1To2);
   auto* ws = reinterpret_cast<uint8_t*>(&workspace[0]);
-  sim::GmRegion sys{ws, kSys, "system workspace", sim::GmRole::SystemWorkspace};
-  sim::GmRegion user{ws + kSys, workspace.size() - kSys, "user workspace", sim::GmRole::Workspace};
-  const uint64_t ab = kN * kN * 2, yb = uint64_t(blocks) * kN * kN * 4;
-  sim::NextLaunch() = sim::LaunchArgs{0,
-                                      {{reinterpret_cast<const uint8_t*>(a), ab, "a"},
-                                       {reinterpret_cast<const uint8_t*>(b), ab, "b"},
-                                       {reinterpret_cast<const uint8_t*>(y), yb, "y"}, sys, user},
-                                      sim::Soc910B(), bug == kTypeMismatch ? sim::LaunchKind::Vector : sim::LaunchKind::MixAic1To2};
   try {
     ICPU_RUN_KF(selftest_mix, blocks, (GM_ADDR)a, (GM_ADDR)b, (GM_ADDR)y, (GM_ADDR)ws, (GM_ADDR)&bug_value);
     return 0;
