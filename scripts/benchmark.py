@@ -15,6 +15,9 @@ Providers:
     torch_formula   SPEC §1 in plain torch with fp32 upcasts (ascend_ops.reference)
     gemm_floor      its bf16 GEMMs alone via torch.matmul (oneDNN, bf16 out): x @ W.T
                     (memory-saving only), G @ W, G.T @ x
+    gemm_floor_fp32 instead of gemm_floor where torch's bf16 matmul is slower than its fp32
+                    one (CPUs without AVX512: scripts/torch_matmul_probe.py): the same
+                    GEMMs in fp32 (IEEE) on copies made before the timing
   sync_batch_norm (float32, bfloat16; --op sync_bn): forward + backward of a layer on
   one gloo rank, and each sync-BN kernel alone (`engine` names the batch-norm loops' build)
     ascend_ops           ascend_ops.nn.SyncBatchNorm (aten's sync-BN ops, our kernels)
@@ -51,6 +54,7 @@ import torch
 import ascend_ops
 from ascend_ops import reference, testing
 from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields, timing_fields
+from torch_matmul_probe import probe_matmul
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FLCE = "fused_linear_cross_entropy_loss_grad"
@@ -82,9 +86,13 @@ def flce_inputs(bt: int, h: int, v: int, mode: str) -> dict:
     return testing.flce_inputs(testing.FlceCase(bt, h, v, torch.bfloat16, mode, masked_fraction=0.1))
 
 
-def flce_providers(inputs: dict, mode: str) -> dict:
+def flce_providers(inputs: dict, mode: str, floor: str = "gemm_floor") -> dict:
+    """ours, the formula and the GEMM floor named `floor` (gemm_floor: bf16 matmuls;
+    gemm_floor_fp32: fp32 matmuls of the same values)."""
     x, w = inputs["input"], inputs["weight"]
     g = torch.randn(x.size(0), w.size(0)).bfloat16()  # stands for the logits gradient
+    if floor == "gemm_floor_fp32":
+        x, w, g = x.float(), w.float(), g.float()
     softmax = inputs["softmax"]
     kept = None if softmax is None else softmax.clone()
 
@@ -106,10 +114,10 @@ def flce_providers(inputs: dict, mode: str) -> dict:
         # untimed.
         ours.prepare = formula.prepare = lambda: softmax.copy_(kept)
 
-    return {"ascend_ops": ours, "torch_formula": formula, "gemm_floor": gemm_floor}
+    return {"ascend_ops": ours, "torch_formula": formula, floor: gemm_floor}
 
 
-def flce_peak_memory(bt: int, h: int, v: int, mode: str, provider: str) -> float:
+def flce_peak_memory(bt: int, h: int, v: int, mode: str, provider: str, floor: str) -> float:
     """Peak extra resident memory (MiB) of one call, in a fresh child process."""
     code = f"""
 import json, sys
@@ -117,7 +125,7 @@ sys.path.insert(0, {str(ROOT / 'scripts')!r})
 import benchmark, torch
 torch.set_num_threads({torch.get_num_threads()})
 inputs = benchmark.flce_inputs({bt}, {h}, {v}, {mode!r})
-run = benchmark.flce_providers(inputs, {mode!r})[{provider!r}]
+run = benchmark.flce_providers(inputs, {mode!r}, {floor!r})[{provider!r}]
 print(json.dumps(benchmark.peak_extra_mib(run)))
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -142,10 +150,13 @@ def peak_extra_mib(run) -> float:
 def bench_flce(sizes, rounds: int, machine: dict, memory: bool,
                modes=(testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE)) -> list[ResultRow]:
     rows = []
+    probe = probe_matmul()
+    floor = "gemm_floor_fp32" if probe.bf16_is_slower else "gemm_floor"
+    print(f"GEMM floor: {floor} ({probe.describe()})")
     for bt, h, v in sizes:
         for mode in modes:
             inputs = flce_inputs(bt, h, v, mode)
-            times = time_interleaved(flce_providers(inputs, mode), rounds)
+            times = time_interleaved(flce_providers(inputs, mode, floor), rounds)
             outputs_mib = (bt * h + v * h) * 2 / MIB
             for provider, samples in times.items():
                 row = ResultRow(FLCE, provider, mode, "bfloat16", f"{bt}x{h}x{v}", **machine,
@@ -153,7 +164,7 @@ def bench_flce(sizes, rounds: int, machine: dict, memory: bool,
                 if provider == "ascend_ops":
                     row.budget_mib = 64.0
                 if memory:
-                    row.peak_extra_mib = flce_peak_memory(bt, h, v, mode, provider)
+                    row.peak_extra_mib = flce_peak_memory(bt, h, v, mode, provider, floor)
                 rows.append(row)
                 print_row(row)
             del inputs

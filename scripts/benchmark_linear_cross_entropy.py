@@ -3,7 +3,11 @@
 
 Compares `ascend_ops.linear_cross_entropy` (both modes) with eager
 `F.cross_entropy(F.linear(x, w), t)` and with `torch.compile` of that, at (BT, H, V) =
-(4096, 4096, 16000) in bfloat16 unless told otherwise. Each provider runs in its own
+(4096, 4096, 16000) in bfloat16 unless told otherwise. Where torch's bf16 matmul is slower
+than its fp32 one (CPUs without AVX512, where it runs a scalar fallback:
+scripts/torch_matmul_probe.py), the default baselines are `eager-fp32` and `compile-fp32`
+instead, the same loss on fp32 copies of x and w (`F.linear(x.float(), w.float())`), which
+is what a user of such a CPU runs; `--providers` asks for any of the six. Each provider runs in its own
 process for its memory, so peak memory and compile caches do not leak between providers;
 the timings come from one more process that runs the providers interleaved:
 
@@ -40,9 +44,17 @@ import torch.nn.functional as F
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from benchmark import time_interleaved  # noqa: E402
 from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields, timing_fields  # noqa: E402
+from torch_matmul_probe import probe_matmul  # noqa: E402
 from worker_processes import report, reset_peak_rss, run_worker, status_kb, text_table  # noqa: E402
 
-PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile")
+PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile", "eager-fp32",
+             "compile-fp32")
+
+
+def default_providers() -> list[str]:
+    """Ours and the baselines torch runs fastest here: bf16, or fp32 where bf16 is slower."""
+    suffix = "-fp32" if probe_matmul().bf16_is_slower else ""
+    return ["ascend_ops", "ascend_ops-high-performance", "eager" + suffix, "compile" + suffix]
 
 
 def loss_function(provider: str):
@@ -55,7 +67,11 @@ def loss_function(provider: str):
     def eager(x, w, t):
         return F.cross_entropy(F.linear(x, w), t)
 
-    return torch.compile(eager) if provider == "compile" else eager
+    def eager_fp32(x, w, t):
+        return F.cross_entropy(F.linear(x.float(), w.float()), t)
+
+    fn = eager_fp32 if provider.endswith("-fp32") else eager
+    return torch.compile(fn) if provider.startswith("compile") else fn
 
 
 def make_inputs(bt: int, h: int, v: int):
@@ -134,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, nargs=3, metavar=("BT", "H", "V"), default=[4096, 4096, 16000])
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--providers", nargs="+", choices=PROVIDERS, default=list(PROVIDERS))
+    parser.add_argument("--providers", nargs="+", choices=PROVIDERS,
+                        help="default: ours and the faster form of eager and compile here")
     parser.add_argument("--csv", type=pathlib.Path, default=DEFAULT_CSV)
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per provider")
     parser.add_argument("--quick", action="store_true",
@@ -147,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker == "time":
         report(interleaved_times(args.providers, *args.size, args.reps))
         return 0
+    if args.providers is None:
+        args.providers = default_providers()
     if args.quick:
         args.size, args.reps = [64, 32, 300], 2
         if "--csv" not in (argv if argv is not None else sys.argv[1:]):

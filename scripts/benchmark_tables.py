@@ -79,14 +79,17 @@ def flce_table(rows: list[dict]) -> str:
                      key=lambda kv: (kv[0][0], kv[0][1], size_key(kv[0][2]), kv[0][3] != "memory-saving",
                                      kv[0][4]))
     for (cpu, engine, size, mode, _), by in ordered:
-        if not {"ascend_ops", "gemm_floor", "torch_formula"} <= by.keys():
+        # the bf16 floor, or the fp32 one where torch's bf16 matmul was the slower (benchmark.py)
+        floor_provider = next((p for p in ("gemm_floor", "gemm_floor_fp32") if p in by), None)
+        if floor_provider is None or not {"ascend_ops", "torch_formula"} <= by.keys():
             continue
-        ours, floor, torch_ = (float(by[p]["median_s"]) for p in ("ascend_ops", "gemm_floor", "torch_formula"))
+        ours, floor, torch_ = (float(by[p]["median_s"]) for p in ("ascend_ops", floor_provider, "torch_formula"))
+        floor_label = seconds(by[floor_provider]["median_s"]) + (" (fp32)" if floor_provider.endswith("fp32") else "")
         budget = by["ascend_ops"]["budget_mib"]
         outputs = by["ascend_ops"]["outputs_mib"]
         limit = f"{float(budget) + float(outputs):.0f} MiB" if budget and outputs else "–"
         body.append([cpu, engine, size.replace("x", ", "), mode, seconds(by["ascend_ops"]["median_s"]),
-                     seconds(by["gemm_floor"]["median_s"]), f"{ours / floor:.2f}×",
+                     floor_label, f"{ours / floor:.2f}×",
                      seconds(by["torch_formula"]["median_s"]), f"{torch_ / ours:.2f}×",
                      mib(by["ascend_ops"]["peak_extra_mib"]), limit, measured(by["ascend_ops"])])
     return markdown(["CPU", "engine", "(BT, H, V)", "mode", "ours", "GEMM floor", "ours / floor",
@@ -184,7 +187,9 @@ def sync_bn_kernel_table(rows: list[dict]) -> str:
 
 LCE_PROVIDERS = {"ascend_ops": "ascend_ops (memory-saving)",
                  "ascend_ops-high-performance": "ascend_ops (high-performance)",
-                 "eager": "eager `F.cross_entropy(F.linear(...))`", "compile": "`torch.compile` of eager"}
+                 "eager": "eager `F.cross_entropy(F.linear(...))`", "compile": "`torch.compile` of eager",
+                 "eager-fp32": "eager on fp32 copies `F.linear(x.float(), w.float())`",
+                 "compile-fp32": "`torch.compile` of eager on fp32 copies"}
 
 
 def lce_table(rows: list[dict]) -> str:

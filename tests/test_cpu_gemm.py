@@ -71,6 +71,20 @@ def test_rounded_is_the_fp32_product_rounded_once(shape, engine):
         _C.cpu_gemm(a_in, b_in, engine, torch.zeros(shape[0], shape[1]), True)
 
 
+@pytest.mark.parametrize("transpose_a", [False, True])
+def test_portable_rounded_sums_k_blocks_and_row_blocks(transpose_a):
+    """Portable gemm_rounded bounds its scratch: a B whose fp32 copy passes 16 MiB is taken
+    in K blocks (here 3813 + 287 deep) and the rows of A in blocks (1707 + 93); the block
+    sums are fp32, rounded once, so the result stays within one rounding of the exact product."""
+    shape = (1800, 1100, 4100)
+    a, b, a_in, b_in = operands(shape, torch.bfloat16, transpose_a, True)
+    ours = _C.cpu_gemm(a_in, b_in, "portable", rounded=True)
+    exact = a.double() @ b.double()
+    bound = (a.double().abs() @ b.double().abs()) * (shape[2] + 1) * 2.0**-24 + exact.abs() * 2.0**-8
+    assert torch.all((ours.double() - exact).abs() <= bound + 1e-30)
+    assert torch.equal(ours, _C.cpu_gemm(a_in, b_in, "portable", rounded=True))
+
+
 @pytest.mark.skipif("avx512bf16" not in ENGINES, reason="this CPU lacks AVX512-BF16")
 @pytest.mark.parametrize("rounded", [False, True])
 def test_own_gemm_takes_a_long_k_in_passes_with_the_same_bits(threads, rounded):

@@ -12,14 +12,12 @@ from ascend_ops import _C, _grad_cache, testing
 from ascend_ops.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
 from test_linear_cross_entropy import problem as lce_problem, truth
 
-CACHE_ENGINES = [e for e in _C.cpu_gemm_engines() if e != "portable"]
+CACHE_ENGINES = list(_C.cpu_gemm_engines())
 
 
-@pytest.fixture(params=CACHE_ENGINES or ["none"])
+@pytest.fixture(params=CACHE_ENGINES)
 def cache_engine(request, monkeypatch):
-    """Each engine the cache runs on here (onednn, avx512bf16), forced."""
-    if request.param == "none":
-        pytest.skip("this CPU runs bf16 GEMMs on portable only: no cache")
+    """Each engine the cache runs on here (onednn, avx512bf16, portable), forced."""
     monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
     monkeypatch.delenv(_grad_cache.GRAD_CACHE_ENV, raising=False)
     monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", request.param)
@@ -182,11 +180,9 @@ def test_recomputing_and_caching_agree(cache_engine, monkeypatch):
         testing.assert_half_grad_close(a, b.double(), "cached vs recomputed")
 
 
-def test_not_taken_where_it_does_not_run(monkeypatch):
+def test_not_taken_where_it_does_not_run():
     input, weight, target = problem()
-    assert not run(input.half(), weight.half(), target)[3]  # float16: portable GEMMs
-    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "portable")
-    assert not run(input, weight, target)[3]
+    assert not run(input.half(), weight.half(), target)[3]  # float16
     assert not run(input[:0], weight, target[:0], reduction="sum")[3]  # no rows
 
 

@@ -19,8 +19,10 @@ const BnLoops kLoops = {stats_lanes,         stats_rows,          elemt_run,
 }  // namespace bn_portable
 
 const BnLoops& bn_loops() {
-  // The switch is read per call (a getenv per kernel call is noise) so tests can switch paths.
-  return avx512_core_supported() && !portable_forced() ? bn_avx512::kLoops : bn_portable::kLoops;
+  // The switch is read per call (a getenv per kernel call is noise) so tests can switch paths,
+  // and parsed on every CPU, so a bad value is an error on every CPU.
+  const bool portable = portable_forced();
+  return avx512_core_supported() && !portable ? bn_avx512::kLoops : bn_portable::kLoops;
 }
 
 }  // namespace cpu

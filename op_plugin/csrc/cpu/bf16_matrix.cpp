@@ -1,5 +1,6 @@
 #include "bf16_matrix.h"
 
+#include "avx2_kernels.h"
 #include "avx512_kernels.h"
 
 #include <ATen/Parallel.h>
@@ -11,6 +12,20 @@
 
 namespace ascend_ops {
 namespace cpu {
+namespace {
+
+// Which build of the row kernels this CPU runs: AVX512-BF16 (avx512_kernels.h), AVX2 + FMA
+// (avx2_kernels.h) or the scalar loops below.
+enum class Isa { kAvx512, kAvx2, kScalar };
+
+Isa row_kernel_isa() {
+  static const Isa isa = avx512_kernels_supported() ? Isa::kAvx512
+                         : avx2_kernels_supported() ? Isa::kAvx2
+                                                    : Isa::kScalar;
+  return isa;
+}
+
+}  // namespace
 
 uint16_t* bf16_bits(at::Tensor& t) {
   return reinterpret_cast<uint16_t*>(t.mutable_data_ptr<at::BFloat16>());
@@ -22,14 +37,18 @@ const uint16_t* bf16_bits(const at::Tensor& t) {
 
 void round_rows(const float* src, int64_t rows, int64_t cols, int64_t ld_src, uint16_t* dst,
                 int64_t ld_dst) {
-  const bool vectorised = avx512_kernels_supported();
+  const Isa isa = row_kernel_isa();
   const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, cols));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* s = src + r * ld_src;
       uint16_t* d = dst + r * ld_dst;
-      if (vectorised) {
+      if (isa == Isa::kAvx512) {
         round_to_bf16(s, cols, d);
+        continue;
+      }
+      if (isa == Isa::kAvx2) {
+        avx2::round_to_bf16(s, cols, d);
         continue;
       }
       for (int64_t c = 0; c < cols; ++c) {
@@ -41,14 +60,48 @@ void round_rows(const float* src, int64_t rows, int64_t cols, int64_t ld_src, ui
 
 void write_logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
                            float inv_sum, float scale, int64_t target, uint16_t* g) {
-  if (avx512_kernels_supported()) {
-    logits_grad_row(src, cols, recompute, row_max, inv_sum, scale, target, g);
-    return;
+  switch (row_kernel_isa()) {
+    case Isa::kAvx512:
+      logits_grad_row(src, cols, recompute, row_max, inv_sum, scale, target, g);
+      return;
+    case Isa::kAvx2:
+      avx2::logits_grad_row(src, cols, recompute, row_max, inv_sum, scale, target, g);
+      return;
+    case Isa::kScalar:
+      break;
   }
   for (int64_t j = 0; j < cols; ++j) {
     const float p = recompute ? std::exp(src[j] - row_max) * inv_sum : src[j];
     g[j] = c10::BFloat16((p - (j == target ? 1.0f : 0.0f)) * scale).x;
   }
+}
+
+float logits_row_max(const float* row, int64_t n) {
+  switch (row_kernel_isa()) {
+    case Isa::kAvx512:
+      return row_max(row, n);
+    case Isa::kAvx2:
+      return avx2::row_max(row, n);
+    case Isa::kScalar:
+      break;
+  }
+  return *std::max_element(row, row + n);
+}
+
+double logits_exp_sum(const float* row, int64_t n, float row_max) {
+  switch (row_kernel_isa()) {
+    case Isa::kAvx512:
+      return exp_sum(row, n, row_max);
+    case Isa::kAvx2:
+      return avx2::exp_sum(row, n, row_max);
+    case Isa::kScalar:
+      break;
+  }
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    sum += std::exp(row[j] - row_max);
+  }
+  return sum;
 }
 
 int64_t scratch_ld(int64_t n) {
@@ -82,14 +135,18 @@ void transpose_bf16(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld_
 
 void rescale_rows_bf16(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld_src,
                        const float* row_scale, uint16_t* dst, int64_t ld_dst) {
-  const bool vectorised = avx512_kernels_supported();
+  const Isa isa = row_kernel_isa();
   const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, cols));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const uint16_t* s = src + r * ld_src;
       uint16_t* d = dst + r * ld_dst;
-      if (vectorised) {
+      if (isa == Isa::kAvx512) {
         rescale_bf16(s, cols, row_scale[r], d);
+        continue;
+      }
+      if (isa == Isa::kAvx2) {
+        avx2::rescale_bf16(s, cols, row_scale[r], d);
         continue;
       }
       for (int64_t c = 0; c < cols; ++c) {

@@ -1,6 +1,7 @@
 // Helpers on bf16 rows and matrices shared by the CPU kernels that feed the GEMM layer.
-// Each runs the AVX512 kernel where the CPU has AVX512-BF16 (avx512_kernels.h), else a
-// portable twin with the same rounding (to nearest even).
+// Each runs the AVX512 kernel where the CPU has AVX512-BF16 (avx512_kernels.h), else its
+// AVX2 twin where the CPU has AVX2 and FMA (avx2_kernels.h), else a scalar loop with the
+// same rounding (to nearest even).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,6 +30,12 @@ void round_rows(const float* src, int64_t rows, int64_t cols, int64_t ld_src, ui
 // with p[j] = exp(src[j] - row_max) * inv_sum when `recompute`, else p[j] = src[j].
 void write_logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
                            float inv_sum, float scale, int64_t target, uint16_t* g);
+
+// The row statistics of a row of n fp32 logits (avx512_kernels.h, row_max and exp_sum): its
+// maximum, and the sum of exp(row[j] - row_max). The vector builds add exp in fp32 blocks
+// of kExpSumBlock elements into a double, the scalar loop every element into a double.
+float logits_row_max(const float* row, int64_t n);
+double logits_exp_sum(const float* row, int64_t n, float row_max);
 
 // dst[cols, rows] = src[rows, cols] (leading dimensions ld_src, ld_dst), in 64 x 64
 // tiles so both sides are read and written a cache line at a time.

@@ -1,3 +1,4 @@
+#include "avx2_kernels.h"
 #include "avx512_kernels.h"
 
 namespace ascend_ops {
@@ -12,6 +13,11 @@ bool avx512_core_supported() {
 
 bool avx512_kernels_supported() {
   static const bool supported = avx512_core_supported() && __builtin_cpu_supports("avx512bf16");
+  return supported;
+}
+
+bool avx2_kernels_supported() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return supported;
 }
 

@@ -2,7 +2,7 @@
 //
 // Two paths compute the same math:
 //
-// * bfloat16 on the onednn or avx512bf16 GEMM engine: the vocabulary is cut into
+// * bfloat16 (any engine but onednn in high-performance mode): the vocabulary is cut into
 //   chunks of `vc` columns sized from the scratch budget, so the memory-saving mode
 //   never holds [BT, V]. Per chunk c:
 //     logits_c [BT, vc] = x @ W_c.T           bf16 GEMM, fp32 out (memory-saving only)
@@ -11,13 +11,14 @@
 //     weight_grad[c]    = bf16(G_c.T @ x)      complete in one GEMM (K = BT)
 //   then input_grad = bf16(dx_acc). The GEMMs run on the engine the GEMM layer chose
 //   (gemm.h): onednn (fp32 copies of G and W_c for the fp32-out products, oneDNN's bf16
-//   kernels; weight_grad[c] by its bf16-in/bf16-out GEMM on G_c.T in place, rounded once)
-//   or avx512bf16 (the own GEMM, G_c.T transposed once per chunk so it reads A row-major).
+//   kernels; weight_grad[c] by its bf16-in/bf16-out GEMM on G_c.T in place, rounded once),
+//   avx512bf16 (the own GEMM, G_c.T transposed once per chunk so it reads A row-major) or
+//   portable (ATen's fp32 GEMM on fp32 copies, as onednn but in IEEE fp32).
 // * high-performance mode on the onednn engine: no chunks. G is written in bf16 over the
 //   softmax (flce_g_over_softmax), and both gradient GEMMs are oneDNN's bf16-in/bf16-out
 //   GEMM with K complete (V, BT), rounded once.
-// * everything else (float16, or the portable engine chosen or forced): rows in chunks,
-//   the layer's portable fp32 GEMMs on widened operands.
+// * float16 (always the portable engine): rows in chunks, the layer's fp32 GEMMs on
+//   widened operands.
 //
 // Chunk sizes depend on the shapes and the budget only, never on the thread count, and
 // every element is summed in one fixed order: results are bitwise reproducible.
@@ -116,7 +117,7 @@ void flce_g_over_softmax(const FlceOperands& op, cpu::GemmEngine engine, at::Ten
   cpu::gemm_rounded(g_op.t(), GemmOperand(op.input), weight_grad, engine);  // G.T @ x, K = BT
 }
 
-// The bfloat16 path on the onednn and avx512bf16 engines: vocabulary chunks (see the top).
+// The bfloat16 path: vocabulary chunks (see the top).
 void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine engine,
                        at::Tensor& input_grad, at::Tensor& weight_grad) {
   using cpu::GemmOperand;
@@ -124,14 +125,16 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
   const int64_t h = op.input.size(1);
   const int64_t vocab = op.weight.size(0);
   const bool recompute = op.recompute();
-  // The own GEMM reads bf16 in place, G.T made row-major; oneDNN multiplies fp32 copies of
-  // G and of the weight chunk (it reads a transposed operand without a copy).
+  // The own GEMM reads bf16 in place, G.T made row-major; oneDNN and ATen multiply fp32
+  // copies of G and of the weight chunk (they read a transposed operand without a copy).
   const bool own_gemm = engine == cpu::GemmEngine::kAvx512Bf16;
 
   // Scratch per vocabulary column of a chunk, for every row: its fp32 logits (memory-saving
-  // mode), bf16 G, and bf16 G.T (own GEMM) or fp32 G (oneDNN); plus its fp32 weight_grad row
-  // (own GEMM) or its fp32 weight row (oneDNN). At least one 32-column panel per chunk.
-  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2 + (own_gemm ? 2 : 4)) + h * 4;
+  // mode), bf16 G, and bf16 G.T (own GEMM) or fp32 G (oneDNN, ATen); plus its fp32
+  // weight_grad row (own GEMM) or its fp32 weight row (oneDNN, ATen; portable also the
+  // fp32 weight_grad row it rounds). At least one 32-column panel per chunk.
+  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2 + (own_gemm ? 2 : 4)) +
+                             h * (engine == cpu::GemmEngine::kPortable ? 8 : 4);
   const int64_t panel = cpu::kNr;
   const int64_t vc = std::min(vocab, std::max(panel, budget / per_column / panel * panel));
 
@@ -144,7 +147,12 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
   at::Tensor dw_chunk = own_gemm ? cpu::scratch_empty({vc, h}, op.grad.options())  // vc x H
                                  : at::Tensor();
   at::Tensor dx_acc = cpu::scratch_empty({bt, h}, op.grad.options());    // BT x H, fp32
-  const GemmOperand x(op.input);  // BT x H; oneDNN widens it once, for every chunk
+  const GemmOperand x(op.input);  // BT x H; oneDNN and ATen widen it once, for every chunk
+  if (engine == cpu::GemmEngine::kPortable) {
+    // Widened now in high-performance mode too, so that every chunk's G_c.T @ x takes it
+    // whole instead of widening blocks of it again (gemm_rounded).
+    x.widened();
+  }
   uint16_t* g_bits = cpu::bf16_bits(g);
   const float* scale = op.grad.const_data_ptr<float>();
   const float* row_max = recompute ? op.logits_max.const_data_ptr<float>() : nullptr;
@@ -188,7 +196,9 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
       cpu::round_rows(dw.const_data_ptr<float>(), cols, h, h, cpu::bf16_bits(weight_grad) + v0 * h, h);
     } else {
       // K = BT is complete: oneDNN's bf16 GEMM rounds its fp32 sums once (SPEC §1), with no
-      // fp32 copy of G_c nor fp32 result (measured 2x faster than the fp32-out product).
+      // fp32 copy of G_c nor fp32 result (measured 2x faster than the fp32-out product);
+      // portable rounds ATen's fp32 product of the widened G_c.T (shared with the GEMM
+      // above) and x, block by block.
       if (cols < zero_from) {
         g.narrow(1, cols, zero_from - cols).zero_();
         zero_from = cols;
@@ -220,9 +230,9 @@ void logits_grad_chunk(const Probability& probability, const std::vector<RowTarg
   });
 }
 
-// The portable engine (float16 always; bfloat16 where chosen or forced): rows in chunks of
-// the budget, through the GEMM layer's fp32 GEMMs on fp32 copies of the half operands, so
-// it also holds an fp32 copy of the weight and an fp32 weight_grad accumulator.
+// float16 (always the portable engine): rows in chunks of the budget, through the GEMM
+// layer's fp32 GEMMs on fp32 copies of the half operands, so it also holds an fp32 copy of
+// the weight and an fp32 weight_grad accumulator.
 template <typename T>
 void flce_portable(const FlceOperands& op, int64_t budget, at::Tensor& input_grad,
                    at::Tensor& weight_grad) {
@@ -307,14 +317,12 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
     op.sum_exp_logits = sum_exp_logits->contiguous();
   }
   const cpu::GemmEngine engine = cpu::gemm_engine(input.scalar_type());
-  if (engine == cpu::GemmEngine::kOneDnn && !op.recompute()) {
+  if (input.scalar_type() == at::kHalf) {
+    flce_portable<at::Half>(op, budget, input_grad, weight_grad);
+  } else if (engine == cpu::GemmEngine::kOneDnn && !op.recompute()) {
     flce_g_over_softmax(op, engine, input_grad, weight_grad);
-  } else if (engine != cpu::GemmEngine::kPortable) {
-    flce_vocab_chunks(op, budget, engine, input_grad, weight_grad);
   } else {
-    AT_DISPATCH_REDUCED_FLOATING_TYPES(input.scalar_type(), "fused_linear_cross_entropy_loss_grad", [&] {
-      flce_portable<scalar_t>(op, budget, input_grad, weight_grad);
-    });
+    flce_vocab_chunks(op, budget, engine, input_grad, weight_grad);
   }
   return {input_grad, weight_grad};
 }

@@ -40,6 +40,7 @@ class GemmOperand {
   GemmOperand t() const;  // the transpose, sharing the fp32 copy
   at::Tensor half() const;
   at::Tensor widened() const;  // fp32, made once
+  bool is_widened() const;     // whether that copy exists already
   int64_t rows() const { return half().size(0); }
   int64_t cols() const { return half().size(1); }
 
@@ -61,7 +62,8 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
 // for a product whose K is complete in one call. `out` is a half [m, n] view with
 // contiguous rows. No fp32 [m, n] is held on avx512bf16 (per-thread row chunks) nor on
 // onednn (oneDNN's bf16 GEMM writes bf16 from its fp32 accumulators, on the operands in
-// place when dense or zero-padded, else on a dense copy); portable rounds an fp32 product.
+// place when dense or zero-padded, else on a dense copy) nor on portable (fp32 products of
+// row and K blocks of the operands, at most 48 MiB of scratch, rounded per row block).
 void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out, GemmEngine engine);
 
 // Engines that run bf16 GEMMs on this CPU (portable always).

@@ -1,6 +1,5 @@
 #include "lce_grad_cache.h"
 
-#include "avx512_kernels.h"
 #include "bf16_matrix.h"
 #include "gemm.h"
 #include "gemm_operands.h"
@@ -14,23 +13,18 @@ namespace ascend_ops {
 namespace cpu {
 namespace {
 
-// onednn: the fp32 copy of one vocabulary block of the weight for the logits GEMM (16 MiB,
-// as fused_linear_online_max_sum). avx512bf16 multiplies the whole weight in place.
+// onednn and portable: the fp32 copy of one vocabulary block of the weight for the logits
+// GEMM (16 MiB, as fused_linear_online_max_sum). avx512bf16 multiplies the whole weight in
+// place.
 constexpr int64_t kWeightBlockBytes = 16LL << 20;
 // Scratch of the backward: a vocabulary slab of G made row-major (G'.T), and, with row
 // scales other than 1, a block of scaled rows.
 constexpr int64_t kSlabBytes = 16LL << 20;
 
-bool cache_engine(GemmEngine engine) {
-  return engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kOneDnn;
-}
-
 GemmEngine checked_engine(const at::Tensor& input) {
-  const GemmEngine engine = gemm_engine(input.scalar_type());
-  TORCH_INTERNAL_ASSERT(input.scalar_type() == at::kBFloat16 && cache_engine(engine),
-                        "linear_cross_entropy's gradient cache needs bfloat16 on the onednn or "
-                        "avx512bf16 engine");
-  return engine;
+  TORCH_INTERNAL_ASSERT(input.scalar_type() == at::kBFloat16,
+                        "linear_cross_entropy's gradient cache needs bfloat16");
+  return gemm_engine(input.scalar_type());
 }
 
 // G is the cache's [BT, V] view (rows ld_g apart); s the row scales, or null for all 1.
@@ -92,8 +86,7 @@ std::string lce_cache_engine(at::ScalarType dtype) {
   if (dtype != at::kBFloat16) {
     return "";
   }
-  const GemmEngine engine = gemm_engine(dtype);
-  return cache_engine(engine) ? engine_name(engine) : "";
+  return engine_name(gemm_engine(dtype));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
@@ -117,7 +110,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     x = scratch_empty({rows, scratch_ld(h)}, x.options()).narrow(1, 0, h);
     x.copy_(input_chunk);
   }
-  const GemmOperand x_op(x);  // onednn widens it once for every weight block
+  const GemmOperand x_op(x);  // onednn and portable widen it once for every weight block
   const int64_t block = engine == GemmEngine::kAvx512Bf16
                             ? vocab
                             : std::clamp<int64_t>(kWeightBlockBytes / std::max<int64_t>(1, h * 4), 1,
@@ -138,21 +131,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
   const int64_t* column = columns.const_data_ptr<int64_t>();
   const float* base = logits.const_data_ptr<float>();
   const int64_t ld = logits_buffer.stride(0);
-  const bool vectorised = avx512_kernels_supported();
   at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       const float* row = base + i * ld;
-      m[i] = vectorised ? row_max(row, vocab) : *std::max_element(row, row + vocab);
+      m[i] = logits_row_max(row, vocab);
       p[i] = column[i] < 0 ? 0.0f : row[column[i]] - m[i];
-      if (vectorised) {
-        s[i] = static_cast<float>(exp_sum(row, vocab, m[i]));
-        continue;
-      }
-      double sum = 0.0;
-      for (int64_t j = 0; j < vocab; ++j) {
-        sum += std::exp(row[j] - m[i]);
-      }
-      s[i] = static_cast<float>(sum);
+      s[i] = static_cast<float>(logits_exp_sum(row, vocab, m[i]));
     }
   });
   return {logits_max, sum_exp, predicted};

@@ -14,7 +14,7 @@
 // on the same engine; only the order of the fp32 sums differs.
 //
 // Internal to the training API (python/ascend_ops/vocab_parallel.py), which checks the
-// arguments; bfloat16 on the onednn and avx512bf16 engines only (lce_cache_engine).
+// arguments; bfloat16 only, on whichever engine the GEMM layer runs it (lce_cache_engine).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -27,7 +27,7 @@ namespace ascend_ops {
 namespace cpu {
 
 // The GEMM engine the cached path would run `dtype` on, or "" when it does not run
-// (float16, or the portable engine chosen or forced).
+// (float16).
 std::string lce_cache_engine(at::ScalarType dtype);
 
 // One row chunk of the forward: logits = input_chunk @ weight.T in fp32 into
