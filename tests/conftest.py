@@ -53,19 +53,21 @@ def gemm_engine(request, monkeypatch):
     return request.param
 
 
-@pytest.fixture(params=["avx512", "portable"])
+@pytest.fixture(params=["native", "portable"])
 def cpu_path(request, monkeypatch):
-    """Runs a test on each path of the non-GEMM kernels: AVX512 (where the CPU has
-    AVX512-BF16) and portable, forced with ASCEND_OPS_CPU_GEMM=portable."""
+    """Runs a test on each build of the batch-norm loops this CPU offers: its native build
+    (avx512 where the CPU has AVX512-F/BW/VL/DQ, what runs by default) and the portable one,
+    forced with ASCEND_OPS_CPU_GEMM=portable."""
     from ascend_ops import _C
 
     monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
-    if request.param == "avx512":
-        if not _C.cpu_avx512_kernels_supported():
-            pytest.skip("this CPU lacks AVX512-BF16: only the portable path runs here")
-        monkeypatch.delenv("ASCEND_OPS_CPU_GEMM", raising=False)
+    monkeypatch.delenv("ASCEND_OPS_CPU_GEMM", raising=False)
+    if request.param == "native":
+        if _C.cpu_batch_norm_engine() == "portable":
+            pytest.skip("this CPU lacks AVX512: only the portable build runs here")
     else:
         monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "portable")
+        assert _C.cpu_batch_norm_engine() == "portable"
     return request.param
 
 

@@ -6,8 +6,8 @@ fits in a fixed budget (ASCEND_OPS_LCE_GRAD_CACHE_MIB, default 128 MiB), the for
 G row chunk by row chunk while the chunk's fp32 logits are at hand (their row statistics
 made global first), keeps G instead of the logits, and the backward runs the two gradient
 GEMMs on it: three GEMMs, and memory bounded by the budget whatever BT and V are. Where G
-does not fit, or off CPU, or for float16, or on the portable GEMM engine, memory-saving mode
-recomputes as before (docs/training.md). High-performance mode, which holds [BT, V] anyway,
+does not fit, or off CPU, or for float16, memory-saving mode recomputes as before
+(docs/training.md). High-performance mode, which holds [BT, V] anyway,
 keeps G whatever its size (a third of its bf16 logits and fp32 softmax).
 
 G is formed with the upstream gradient taken as 1 (the 1 / count of "mean" included), as

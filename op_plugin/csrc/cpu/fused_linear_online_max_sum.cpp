@@ -5,7 +5,9 @@
 // budgets from the shapes alone. For each row chunk, the block logits are computed in fp32
 // and folded into running per-row statistics, online-softmax style:
 //   m'  = max(m, max_j l_j)
-//   s'  = s · exp(m − m') + Σ_j exp(l_j − m')          (sums kept in double)
+//   s'  = s · exp(m − m') + Σ_j exp(l_j − m')          (s kept in double)
+// The block's maximum and Σ_j come from the vectorised row kernels (bf16_matrix.h: exp in
+// fp32 vectors summed over blocks of 1024 elements into a double).
 // Each row is folded by one thread, blocks in vocabulary order, so the results are
 // bitwise the same for any thread count.
 //
@@ -13,6 +15,7 @@
 // engine it chose for the dtype (float16: portable, which widens chunk and block to fp32).
 #include "../target_mask.h"
 #include "../validation.h"
+#include "bf16_matrix.h"
 #include "gemm.h"
 #include "gemm_operands.h"
 
@@ -68,12 +71,8 @@ void online_max_sum(const at::Tensor& input, const at::Tensor& weight,
         for (int64_t i = begin; i < end; ++i) {
           const float* row = l + i * cols;
           RowState& s = state[row0 + i];
-          const float block_max = *std::max_element(row, row + cols);
-          const float new_max = std::max(s.max, block_max);
-          double block_sum = 0.0;
-          for (int64_t j = 0; j < cols; ++j) {
-            block_sum += std::exp(row[j] - new_max);
-          }
+          const float new_max = std::max(s.max, cpu::logits_row_max(row, cols));
+          const double block_sum = cpu::logits_exp_sum(row, cols, new_max);
           // Rescale what was summed against the old maximum (0 before the first block).
           const double rescale = s.sum_exp == 0.0 ? 0.0 : std::exp(double(s.max) - new_max);
           s.sum_exp = s.sum_exp * rescale + block_sum;
