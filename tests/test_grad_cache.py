@@ -17,7 +17,7 @@ CACHE_ENGINES = list(_C.cpu_gemm_engines())
 
 @pytest.fixture(params=CACHE_ENGINES)
 def cache_engine(request, monkeypatch):
-    """Each engine the cache runs on here (onednn, avx512bf16, mkl, portable), forced."""
+    """Each engine the cache runs on here (onednn, avx512bf16, portable), forced."""
     monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
     monkeypatch.delenv(_grad_cache.GRAD_CACHE_ENV, raising=False)
     monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", request.param)

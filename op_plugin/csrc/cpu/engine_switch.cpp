@@ -14,8 +14,6 @@ const char* engine_name(GemmEngine engine) {
       return "onednn";
     case GemmEngine::kAvx512Bf16:
       return "avx512bf16";
-    case GemmEngine::kMkl:
-      return "mkl";
     case GemmEngine::kPortable:
       return "portable";
   }
@@ -31,13 +29,11 @@ std::optional<GemmEngine> forced_gemm_engine() {
       forced = GemmEngine::kOneDnn;
     } else if (std::strcmp(value, "avx512bf16") == 0) {
       forced = GemmEngine::kAvx512Bf16;
-    } else if (std::strcmp(value, "mkl") == 0) {
-      forced = GemmEngine::kMkl;
     } else if (std::strcmp(value, "portable") == 0) {
       forced = GemmEngine::kPortable;
     } else {
       TORCH_CHECK_VALUE(false, "ASCEND_OPS_CPU_GEMM must be one of auto, onednn, avx512bf16, "
-                        "mkl, portable; got '", value, "'");
+                        "portable; got '", value, "'");
     }
   }
   if (const char* alias = std::getenv("ASCEND_OPS_CPU_PORTABLE"); alias != nullptr && *alias != '\0') {

@@ -1,7 +1,7 @@
 // The one switch that picks how the CPU kernels compute, read from the environment on
 // every call (so a test can change it) and parsed here only:
 //
-//   ASCEND_OPS_CPU_GEMM = auto (default) | onednn | avx512bf16 | mkl | portable
+//   ASCEND_OPS_CPU_GEMM = auto (default) | onednn | avx512bf16 | portable
 //   ASCEND_OPS_CPU_PORTABLE = 1           alias of ASCEND_OPS_CPU_GEMM=portable
 //
 // "portable" also sends the non-GEMM kernels (batch_norm_reduce_backward's sums) to their
@@ -10,7 +10,7 @@
 // Two debug switches (0 or 1, default 0) make the operand contract of the GEMM layer
 // testable on any CPU (gemm_operands.h); the test suite turns both on:
 //
-//   ASCEND_OPS_CPU_CHECK_GEMM_OPERANDS = 1  every operand handed to oneDNN / MKL / ATen must be
+//   ASCEND_OPS_CPU_CHECK_GEMM_OPERANDS = 1  every operand handed to oneDNN / ATen must be
 //                                           dense or zero-padded, else RuntimeError
 //   ASCEND_OPS_CPU_POISON_SCRATCH = 1       the kernels' scratch buffers start as NaN
 #pragma once
@@ -20,9 +20,9 @@
 namespace ascend_ops {
 namespace cpu {
 
-enum class GemmEngine { kOneDnn, kAvx512Bf16, kMkl, kPortable };
+enum class GemmEngine { kOneDnn, kAvx512Bf16, kPortable };
 
-// "onednn", "avx512bf16", "mkl" or "portable".
+// "onednn", "avx512bf16" or "portable".
 const char* engine_name(GemmEngine engine);
 
 // The engine the environment forces, or nullopt for "auto". Throws ValueError naming the

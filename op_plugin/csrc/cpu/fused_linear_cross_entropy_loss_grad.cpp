@@ -12,9 +12,8 @@
 //   then input_grad = bf16(dx_acc). The GEMMs run on the engine the GEMM layer chose
 //   (gemm.h): onednn (fp32 copies of G and W_c for the fp32-out products, oneDNN's bf16
 //   kernels; weight_grad[c] by its bf16-in/bf16-out GEMM on G_c.T in place, rounded once),
-//   avx512bf16 (the own GEMM, G_c.T transposed once per chunk so it reads A row-major),
-//   mkl (MKL's bf16-in/fp32-out GEMM on the bf16 operands in place, G_c.T read transposed)
-//   or portable (ATen's fp32 GEMM on fp32 copies, as onednn but in IEEE fp32).
+//   avx512bf16 (the own GEMM, G_c.T transposed once per chunk so it reads A row-major) or
+//   portable (ATen's fp32 GEMM on fp32 copies, as onednn but in IEEE fp32).
 // * high-performance mode on the onednn engine: no chunks. G is written in bf16 over the
 //   softmax (flce_g_over_softmax), and both gradient GEMMs are oneDNN's bf16-in/bf16-out
 //   GEMM with K complete (V, BT), rounded once.
@@ -118,26 +117,6 @@ void flce_g_over_softmax(const FlceOperands& op, cpu::GemmEngine engine, at::Ten
   cpu::gemm_rounded(g_op.t(), GemmOperand(op.input), weight_grad, engine);  // G.T @ x, K = BT
 }
 
-// What each engine holds per vocabulary column of a chunk beyond the logits and G:
-//   avx512bf16  bf16 G.T (every row) and an fp32 weight_grad row
-//   onednn      fp32 G (every row) and the column's fp32 weight row
-//   portable    the same, and the fp32 weight_grad row it rounds
-//   mkl         nothing: MKL reads the bf16 operands in place (its rounded products take
-//               one 16 MiB fp32 block, outside the budget)
-int64_t engine_scratch_per_column(cpu::GemmEngine engine, int64_t bt, int64_t h) {
-  switch (engine) {
-    case cpu::GemmEngine::kAvx512Bf16:
-      return bt * 2 + h * 4;
-    case cpu::GemmEngine::kOneDnn:
-      return bt * 4 + h * 4;
-    case cpu::GemmEngine::kPortable:
-      return bt * 4 + h * 8;
-    case cpu::GemmEngine::kMkl:
-      return 0;
-  }
-  return 0;
-}
-
 // The bfloat16 path: vocabulary chunks (see the top).
 void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine engine,
                        at::Tensor& input_grad, at::Tensor& weight_grad) {
@@ -146,15 +125,16 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
   const int64_t h = op.input.size(1);
   const int64_t vocab = op.weight.size(0);
   const bool recompute = op.recompute();
-  // The own GEMM reads bf16 in place, G.T made row-major; MKL reads bf16 in place too;
-  // oneDNN and ATen multiply fp32 copies of G and of the weight chunk (they read a
-  // transposed operand without a copy).
+  // The own GEMM reads bf16 in place, G.T made row-major; oneDNN and ATen multiply fp32
+  // copies of G and of the weight chunk (they read a transposed operand without a copy).
   const bool own_gemm = engine == cpu::GemmEngine::kAvx512Bf16;
 
-  // Scratch per vocabulary column of a chunk: for every row its fp32 logits (memory-saving
-  // mode) and bf16 G, plus what the engine adds (engine_scratch_per_column). At least one
-  // 32-column panel per chunk.
-  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2) + engine_scratch_per_column(engine, bt, h);
+  // Scratch per vocabulary column of a chunk, for every row: its fp32 logits (memory-saving
+  // mode), bf16 G, and bf16 G.T (own GEMM) or fp32 G (oneDNN, ATen); plus its fp32
+  // weight_grad row (own GEMM) or its fp32 weight row (oneDNN, ATen; portable also the
+  // fp32 weight_grad row it rounds). At least one 32-column panel per chunk.
+  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2 + (own_gemm ? 2 : 4)) +
+                             h * (engine == cpu::GemmEngine::kPortable ? 8 : 4);
   const int64_t panel = cpu::kNr;
   const int64_t vc = std::min(vocab, std::max(panel, budget / per_column / panel * panel));
 
@@ -218,7 +198,7 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
       // K = BT is complete: oneDNN's bf16 GEMM rounds its fp32 sums once (SPEC §1), with no
       // fp32 copy of G_c nor fp32 result (measured 2x faster than the fp32-out product);
       // portable rounds ATen's fp32 product of the widened G_c.T (shared with the GEMM
-      // above) and x; mkl rounds MKL's fp32 sums of row blocks.
+      // above) and x, block by block.
       if (cols < zero_from) {
         g.narrow(1, cols, zero_from - cols).zero_();
         zero_from = cols;

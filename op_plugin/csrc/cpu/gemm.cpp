@@ -8,17 +8,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <functional>
 #include <mutex>
-
-// MKL's bf16-in, fp32-out GEMM (C = alpha A B + beta C, fp32 accumulation), exported by
-// libtorch_cpu on x86-64 builds (torch links MKL statically, LP64: 32-bit ints). Weak, so
-// the library still loads where torch has no MKL (the engine is then not offered).
-extern "C" void cblas_gemm_bf16bf16f32(int layout, int transa, int transb, int m, int n, int k,
-                                       float alpha, const uint16_t* a, int lda, const uint16_t* b,
-                                       int ldb, float beta, float* c, int ldc)
-    __attribute__((weak));
 
 namespace ascend_ops {
 namespace cpu {
@@ -58,56 +49,6 @@ bool onednn_bf16_supported() {
                                 __builtin_cpu_supports("avx512vl") &&
                                 __builtin_cpu_supports("avx512dq");
   return supported;
-}
-
-bool mkl_bf16_supported() { return cblas_gemm_bf16bf16f32 != nullptr; }
-
-// A bf16 operand as MKL takes it: row-major with leading dimension `ld`, or the transpose of
-// one (`trans`). Views with neither unit stride are copied; so are padded views whose
-// padding is not zero (the operand contract: MKL is not ours to audit).
-struct MklOperand {
-  at::Tensor matrix;  // keeps a copy alive
-  bool trans = false;
-  int ld = 1;
-};
-
-MklOperand mkl_operand(const at::Tensor& half, const char* role) {
-  const int64_t rows = half.size(0);
-  const int64_t cols = half.size(1);
-  const auto row_major = [&](const at::Tensor& t) {
-    return (t.stride(1) == 1 || cols <= 1) && t.stride(0) >= std::max<int64_t>(1, cols);
-  };
-  const auto col_major = [&](const at::Tensor& t) {
-    return (t.stride(0) == 1 || rows <= 1) && t.stride(1) >= std::max<int64_t>(1, rows);
-  };
-  MklOperand op;
-  op.matrix = engine_ready(half);
-  if (!row_major(op.matrix) && !col_major(op.matrix)) {
-    op.matrix = half.contiguous();
-  }
-  check_handed_operand(op.matrix, role, GemmEngine::kMkl);
-  op.trans = !row_major(op.matrix);
-  const int64_t ld = std::max<int64_t>(1, op.trans ? op.matrix.stride(1) : op.matrix.stride(0));
-  TORCH_CHECK(ld <= INT_MAX && rows <= INT_MAX && cols <= INT_MAX,
-              "the mkl GEMM engine takes dimensions below 2^31; got ", half.sizes());
-  op.ld = static_cast<int>(ld);
-  return op;
-}
-
-// C (fp32, row stride ldc) = A @ B [+ C] by MKL's bf16 GEMM, both operands read in place.
-void mkl_gemm(const at::Tensor& a_half, const at::Tensor& b_half, float* c, int64_t ldc,
-              bool accumulate) {
-  constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
-  const MklOperand a = mkl_operand(a_half, "A");
-  const MklOperand b = mkl_operand(b_half, "B");
-  const auto bits = [](const at::Tensor& t) {
-    return reinterpret_cast<const uint16_t*>(t.const_data_ptr<at::BFloat16>());
-  };
-  cblas_gemm_bf16bf16f32(kRowMajor, a.trans ? kTrans : kNoTrans, b.trans ? kTrans : kNoTrans,
-                         static_cast<int>(a_half.size(0)), static_cast<int>(b_half.size(1)),
-                         static_cast<int>(a_half.size(1)), 1.0f, bits(a.matrix), a.ld,
-                         bits(b.matrix), b.ld, accumulate ? 1.0f : 0.0f, c,
-                         static_cast<int>(std::max<int64_t>(1, ldc)));
 }
 
 Bf16View bf16_view(const at::Tensor& t) {
@@ -214,27 +155,6 @@ void portable_gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tenso
   }
 }
 
-// out = bf16(A @ B) on the mkl engine: MKL's fp32 sums of row blocks of A (K complete) into a
-// 16 MiB fp32 block, each rounded once.
-void mkl_gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out) {
-  constexpr int64_t kSumsBytes = 16LL << 20;
-  const int64_t m = a.rows();
-  const int64_t n = b.cols();
-  if (m == 0 || n == 0) {
-    return;
-  }
-  const int64_t mb = std::clamp<int64_t>(kSumsBytes / (n * 4), 1, m);
-  at::Tensor sums = at::empty({mb, n}, out.options().dtype(at::kFloat));
-  for (int64_t r0 = 0; r0 < m; r0 += mb) {
-    const int64_t rows = std::min(mb, m - r0);
-    at::Tensor c = sums.narrow(0, 0, rows);
-    const GemmOperand a_rows(a.half().narrow(0, r0, rows));
-    gemm(a_rows, b, c, false, GemmEngine::kMkl);
-    round_rows(c.const_data_ptr<float>(), rows, n, n, bf16_bits(out) + r0 * out.stride(0),
-               out.stride(0));
-  }
-}
-
 }  // namespace
 
 GemmOperand::GemmOperand(at::Tensor matrix) : storage_(std::make_shared<Storage>()) {
@@ -273,19 +193,6 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
               c.mutable_data_ptr<float>(), c.stride(0), accumulate);
     return;
   }
-  if (engine == GemmEngine::kMkl) {
-    if (a.rows() == 0 || b.cols() == 0) {
-      return;
-    }
-    if (a.cols() == 0) {
-      if (!accumulate) {
-        c.zero_();
-      }
-      return;
-    }
-    mkl_gemm(a.half(), b.half(), c.mutable_data_ptr<float>(), c.stride(0), accumulate);
-    return;
-  }
   // onednn: bf16 products through oneDNN's bf16 kernels; portable: IEEE fp32, whatever
   // precision the user set for their own matmuls.
   const MatmulPrecisionGuard precision(engine == GemmEngine::kOneDnn ? at::Float32Precision::BF16
@@ -313,10 +220,6 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
                       bf16_bits(out), out.stride(0));
     return;
   }
-  if (engine == GemmEngine::kMkl) {
-    mkl_gemm_rounded(a, b, out);
-    return;
-  }
   if (engine == GemmEngine::kOneDnn) {
     // oneDNN reads the operands in place, padding included (gemm_operands.h): a padded
     // view whose padding is not zero is multiplied from a dense copy instead.
@@ -338,9 +241,6 @@ std::vector<GemmEngine> available_gemm_engines() {
   if (avx512_kernels_supported()) {
     engines.push_back(GemmEngine::kAvx512Bf16);
   }
-  if (mkl_bf16_supported()) {
-    engines.push_back(GemmEngine::kMkl);
-  }
   engines.push_back(GemmEngine::kPortable);
   return engines;
 }
@@ -351,8 +251,6 @@ bool engine_usable(GemmEngine engine, at::ScalarType dtype) {
       return dtype == at::kBFloat16 && onednn_bf16_supported();
     case GemmEngine::kAvx512Bf16:
       return dtype == at::kBFloat16 && avx512_kernels_supported();
-    case GemmEngine::kMkl:
-      return dtype == at::kBFloat16 && mkl_bf16_supported();
     case GemmEngine::kPortable:
       return dtype == at::kBFloat16 || dtype == at::kHalf;
   }

@@ -14,8 +14,8 @@ namespace cpu {
 namespace {
 
 // onednn and portable: the fp32 copy of one vocabulary block of the weight for the logits
-// GEMM (16 MiB, as fused_linear_online_max_sum). avx512bf16 and mkl multiply the whole
-// weight in place.
+// GEMM (16 MiB, as fused_linear_online_max_sum). avx512bf16 multiplies the whole weight in
+// place.
 constexpr int64_t kWeightBlockBytes = 16LL << 20;
 // Scratch of the backward: a vocabulary slab of G made row-major (G'.T), and, with row
 // scales other than 1, a block of scaled rows.
@@ -111,9 +111,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     x.copy_(input_chunk);
   }
   const GemmOperand x_op(x);  // onednn and portable widen it once for every weight block
-  // The engines that read bf16 in place take the whole weight; the others widen blocks.
-  const bool in_place = engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kMkl;
-  const int64_t block = in_place
+  const int64_t block = engine == GemmEngine::kAvx512Bf16
                             ? vocab
                             : std::clamp<int64_t>(kWeightBlockBytes / std::max<int64_t>(1, h * 4), 1,
                                                   vocab);
