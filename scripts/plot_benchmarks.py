@@ -31,16 +31,21 @@ def size_key(size: str) -> int:
 
 
 def latest_points(path: pathlib.Path, threads: int) -> list[dict]:
-    """The newest row per (CPU, op, provider, mode, dtype, size) at `threads` threads, for
-    the CPU model of the newest row: rows are appended, so later rows are newer."""
+    """The newest row per (op, provider, mode, dtype, size) at `threads` threads, for the
+    CPU class (model and bf16 ISA flags: one model name covers CPUs with and without
+    AVX512) of the newest row: rows are appended, so later rows are newer."""
     with path.open(newline="") as f:
         rows = [r for r in csv.DictReader(f) if int(r["threads"]) == threads]
     if not rows:
         return []
-    cpu = rows[-1]["cpu_model"]
+
+    def cpu_class(row: dict) -> tuple:
+        return row["cpu_model"], row["amx_bf16"], row["avx512_bf16"]
+
+    cpu = cpu_class(rows[-1])
     latest: dict[tuple, dict] = {}
     for row in rows:
-        if row["cpu_model"] == cpu:
+        if cpu_class(row) == cpu:
             latest[(row["op"], row["provider"], row["mode"], row["dtype"], row["size"])] = row
     return list(latest.values())
 
