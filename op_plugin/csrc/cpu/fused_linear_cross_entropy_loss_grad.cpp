@@ -197,8 +197,8 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
     } else {
       // K = BT is complete: oneDNN's bf16 GEMM rounds its fp32 sums once (SPEC §1), with no
       // fp32 copy of G_c nor fp32 result (measured 2x faster than the fp32-out product);
-      // portable rounds ATen's fp32 product of the widened G_c.T (shared with the GEMM
-      // above) and x, block by block.
+      // portable rounds ATen's fp32 product of the widened G_c.T (the copy the GEMM above
+      // made) and the widened x, in one product.
       if (cols < zero_from) {
         g.narrow(1, cols, zero_from - cols).zero_();
         zero_from = cols;
