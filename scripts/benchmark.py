@@ -15,8 +15,8 @@ Providers:
     torch_formula   SPEC §1 in plain torch with fp32 upcasts (ascend_ops.reference)
     gemm_floor      its bf16 GEMMs alone via torch.matmul (oneDNN, bf16 out): x @ W.T
                     (memory-saving only), G @ W, G.T @ x
-    gemm_floor_fp32 instead of gemm_floor where torch's bf16 matmul is slower than its fp32
-                    one (CPUs without AVX512: scripts/torch_matmul_probe.py): the same
+    gemm_floor_fp32 instead of gemm_floor where torch's bf16 matmul has no oneDNN kernels
+                    (CPUs without AVX512: scripts/torch_matmul_probe.py): the same
                     GEMMs in fp32 (IEEE) on copies made before the timing
   sync_batch_norm (float32, bfloat16; --op sync_bn): forward + backward of a layer on
   one gloo rank, and each sync-BN kernel alone (`engine` names the batch-norm loops' build)
@@ -151,7 +151,7 @@ def bench_flce(sizes, rounds: int, machine: dict, memory: bool,
                modes=(testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE)) -> list[ResultRow]:
     rows = []
     probe = probe_matmul()
-    floor = "gemm_floor_fp32" if probe.bf16_is_slower else "gemm_floor"
+    floor = "gemm_floor_fp32" if probe.bf16_is_slow else "gemm_floor"
     print(f"GEMM floor: {floor} ({probe.describe()})")
     for bt, h, v in sizes:
         for mode in modes:

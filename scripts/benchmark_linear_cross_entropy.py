@@ -3,8 +3,8 @@
 
 Compares `ascend_ops.linear_cross_entropy` (both modes) with eager
 `F.cross_entropy(F.linear(x, w), t)` and with `torch.compile` of that, at (BT, H, V) =
-(4096, 4096, 16000) in bfloat16 unless told otherwise. Where torch's bf16 matmul is slower
-than its fp32 one (CPUs without AVX512, where it runs a scalar fallback:
+(4096, 4096, 16000) in bfloat16 unless told otherwise. Where torch's bf16 matmul has no
+oneDNN kernels (CPUs without AVX512, where it runs a scalar fallback:
 scripts/torch_matmul_probe.py), the default baselines are `eager-fp32` and `compile-fp32`
 instead, the same loss on fp32 copies of x and w (`F.linear(x.float(), w.float())`), which
 is what a user of such a CPU runs; `--providers` asks for any of the six. Each provider runs in its own
@@ -52,8 +52,9 @@ PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile", "e
 
 
 def default_providers() -> list[str]:
-    """Ours and the baselines torch runs fastest here: bf16, or fp32 where bf16 is slower."""
-    suffix = "-fp32" if probe_matmul().bf16_is_slower else ""
+    """Ours and the baselines torch runs fastest here: bf16, or fp32 where torch's bf16
+    matmul has no oneDNN kernels (scripts/torch_matmul_probe.py)."""
+    suffix = "-fp32" if probe_matmul().bf16_is_slow else ""
     return ["ascend_ops", "ascend_ops-high-performance", "eager" + suffix, "compile" + suffix]
 
 

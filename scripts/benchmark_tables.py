@@ -79,7 +79,7 @@ def flce_table(rows: list[dict]) -> str:
                      key=lambda kv: (kv[0][0], kv[0][1], size_key(kv[0][2]), kv[0][3] != "memory-saving",
                                      kv[0][4]))
     for (cpu, engine, size, mode, _), by in ordered:
-        # the bf16 floor, or the fp32 one where torch's bf16 matmul was the slower (benchmark.py)
+        # the bf16 floor, or the fp32 one where torch's bf16 matmul is a fallback (benchmark.py)
         floor_provider = next((p for p in ("gemm_floor", "gemm_floor_fp32") if p in by), None)
         if floor_provider is None or not {"ascend_ops", "torch_formula"} <= by.keys():
             continue
