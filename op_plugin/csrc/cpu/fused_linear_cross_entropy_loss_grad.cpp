@@ -161,9 +161,12 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
   // (gemm_operands.h): [zero_from, ld_g) are; a shorter last chunk zeroes a few more.
   int64_t zero_from = ld_g;
 
+  // oneDNN and ATen: the fp32 copies of each chunk's weight rows and G_c, one buffer each.
+  cpu::WideningBuffer weight_room(vc * h);
+  cpu::WideningBuffer g_room(bt * vc);
   for (int64_t v0 = 0; v0 < vocab; v0 += vc) {
     const int64_t cols = std::min(vc, vocab - v0);
-    const GemmOperand w_chunk(op.weight.narrow(0, v0, cols));  // cols x H
+    const GemmOperand w_chunk(op.weight.narrow(0, v0, cols), &weight_room);  // cols x H
     const float* src = nullptr;
     int64_t ld_src = 0;
     if (recompute) {
@@ -185,7 +188,7 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
                         g_bits + i * ld_g);
       }
     });
-    const GemmOperand g_c(g.narrow(1, 0, cols));  // BT x cols
+    const GemmOperand g_c(g.narrow(1, 0, cols), &g_room);  // BT x cols
     cpu::gemm(g_c, w_chunk, dx_acc, v0 > 0, engine);  // dx_acc += G_c @ W_c
     if (own_gemm) {
       // weight_grad[c] = G_c.T @ x, with G_c.T made row-major first: the own GEMM reads a

@@ -58,14 +58,19 @@ void online_max_sum(const at::Tensor& input, const at::Tensor& weight,
   at::Tensor logits_buffer = cpu::scratch_empty({chunk * block}, input.options().dtype(at::kFloat));
   const cpu::GemmEngine engine = cpu::gemm_engine(input.scalar_type());
 
+  // The fp32 copies of the row chunks and of the weight blocks, each in one reused buffer.
+  cpu::WideningBuffer input_room(chunk * h);
+  cpu::WideningBuffer weight_room(block * h);
   for (int64_t row0 = 0; row0 < bt; row0 += chunk) {
     const int64_t rows = std::min(chunk, bt - row0);
-    const cpu::GemmOperand x(input.narrow(0, row0, rows));  // rows x H, widened once if needed
+    // rows x H, widened once if needed
+    const cpu::GemmOperand x(input.narrow(0, row0, rows), &input_room);
     for (int64_t col0 = 0; col0 < vocab; col0 += block) {
       const int64_t cols = std::min(block, vocab - col0);
       at::Tensor logits = logits_buffer.narrow(0, 0, rows * cols).view({rows, cols});
       // [rows, H] @ [H, cols]: the weight block read transposed, fp32 out
-      cpu::gemm(x, cpu::GemmOperand(weight.narrow(0, col0, cols)).t(), logits, false, engine);
+      const cpu::GemmOperand w_block(weight.narrow(0, col0, cols), &weight_room);
+      cpu::gemm(x, w_block.t(), logits, false, engine);
       const float* l = logits.const_data_ptr<float>();
       at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {

@@ -133,16 +133,17 @@ void portable_gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tenso
     check_handed_operand(b_whole, "B", GemmEngine::kPortable);
   }
   at::Tensor sums = at::empty({mb, n}, out.options().dtype(at::kFloat));
-  const auto widen = [](const at::Tensor& block) {
-    return block.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
-  };
+  // One buffer each for the blocks of A and of B, reused (WideningBuffer); a block of a
+  // transposed operand (G.T) stays column-major, which ATen's GEMM reads in place.
+  WideningBuffer a_room(mb * kb);
+  WideningBuffer b_room(whole_b ? 0 : kb * n);
   for (int64_t r0 = 0; r0 < m; r0 += mb) {
     const int64_t rows = std::min(mb, m - r0);
     at::Tensor c = sums.narrow(0, 0, rows);
     for (int64_t k0 = 0; k0 < k; k0 += kb) {
       const int64_t depth = std::min(kb, k - k0);
-      const at::Tensor a_block = widen(a.half().narrow(0, r0, rows).narrow(1, k0, depth));
-      const at::Tensor b_block = whole_b ? b_whole : widen(b.half().narrow(0, k0, depth));
+      const at::Tensor a_block = a_room.widen(a.half().narrow(0, r0, rows).narrow(1, k0, depth));
+      const at::Tensor b_block = whole_b ? b_whole : b_room.widen(b.half().narrow(0, k0, depth));
       check_handed_operand(a_block, "A", GemmEngine::kPortable);
       check_handed_operand(b_block, "B", GemmEngine::kPortable);
       if (k0 == 0) {
@@ -157,9 +158,30 @@ void portable_gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tenso
 
 }  // namespace
 
+at::Tensor WideningBuffer::widen(const at::Tensor& half) {
+  TORCH_INTERNAL_ASSERT(half.dim() == 2 && half.numel() <= elements_);
+  if (!room_.defined()) {
+    room_ = scratch_empty({elements_}, half.options().dtype(at::kFloat));
+  }
+  const at::Tensor room = room_.narrow(0, 0, half.numel());
+  if (half.stride(0) == 1 && half.stride(1) != 1 && half.size(0) > 1) {
+    // A transposed view: copied along its contiguous columns, handed over column-major.
+    at::Tensor dense = room.view({half.size(1), half.size(0)});
+    dense.copy_(half.t());
+    return dense.t();
+  }
+  at::Tensor dense = room.view(half.sizes());
+  dense.copy_(half);
+  return dense;
+}
+
 GemmOperand::GemmOperand(at::Tensor matrix) : storage_(std::make_shared<Storage>()) {
   TORCH_INTERNAL_ASSERT(matrix.dim() == 2, "GemmOperand: expected a matrix");
   storage_->matrix = std::move(matrix);
+}
+
+GemmOperand::GemmOperand(at::Tensor matrix, WideningBuffer* buffer) : GemmOperand(std::move(matrix)) {
+  storage_->buffer = buffer;
 }
 
 GemmOperand GemmOperand::t() const {
@@ -175,7 +197,9 @@ at::Tensor GemmOperand::half() const {
 bool GemmOperand::is_widened() const { return storage_->f32.defined(); }
 
 at::Tensor GemmOperand::widened() const {
-  if (!storage_->f32.defined()) {
+  if (!storage_->f32.defined() && storage_->buffer != nullptr) {
+    storage_->f32 = storage_->buffer->widen(storage_->matrix);
+  } else if (!storage_->f32.defined()) {
     storage_->f32 = storage_->matrix.to(at::kFloat, /*non_blocking=*/false, /*copy=*/false,
                                         at::MemoryFormat::Contiguous);
   }

@@ -52,13 +52,20 @@ void backward_input_grad(const at::Tensor& g, const float* s, const at::Tensor& 
   }
 }
 
-// weight_grad = bf16(G'.T @ x): K = BT whole, per vocabulary slab of G' made row-major.
+// weight_grad = bf16(G'.T @ x): K = BT whole, per vocabulary slab of G' made row-major
+// (portable with G' = G: one product on G.T as it lies).
 void backward_weight_grad(const at::Tensor& g, const float* s, const at::Tensor& input,
                           at::Tensor& weight_grad, GemmEngine engine) {
   const int64_t bt = g.size(0);
   const int64_t vocab = g.size(1);
   const int64_t ld_g = g.stride(0);
   const GemmOperand x(input.contiguous());
+  if (engine == GemmEngine::kPortable && s == nullptr) {
+    // ATen's GEMM reads G.T in place from the widened blocks of G (gemm_rounded keeps a
+    // transposed block column-major): no transposed copy, and no slabs.
+    gemm_rounded(GemmOperand(g).t(), x, weight_grad, engine);
+    return;
+  }
   const int64_t ld_t = scratch_ld(bt);
   const int64_t slab = std::clamp<int64_t>(kSlabBytes / (ld_t * 2), 1, vocab);
   at::Tensor g_t = scratch_empty({slab, ld_t}, input.options());  // slab x BT
@@ -115,10 +122,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
                             ? vocab
                             : std::clamp<int64_t>(kWeightBlockBytes / std::max<int64_t>(1, h * 4), 1,
                                                   vocab);
+  WideningBuffer weight_room(block * h);  // every block's fp32 copy in one (gemm.h)
   for (int64_t v0 = 0; v0 < vocab; v0 += block) {
     const int64_t cols = std::min(block, vocab - v0);
     at::Tensor l = logits.narrow(1, v0, cols);
-    gemm(x_op, GemmOperand(weight.narrow(0, v0, cols)).t(), l, false, engine);
+    gemm(x_op, GemmOperand(weight.narrow(0, v0, cols), &weight_room).t(), l, false, engine);
   }
 
   const at::TensorOptions f32 = input_chunk.options().dtype(at::kFloat);
