@@ -32,8 +32,7 @@ def run_worker(script: str, command: list[str], timeout: float):
     told to map large blocks directly and give them back on free, so resident memory
     follows live memory."""
     result = subprocess.run([sys.executable, script, *command], env=live_memory_env(),
-                            capture_output=True,
-                            text=True, timeout=timeout)
+                            capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         raise SystemExit(f"worker {command} failed:\n{result.stdout}\n{result.stderr}")
     line = next(l for l in result.stdout.splitlines() if l.startswith(RESULT_MARK))
