@@ -55,7 +55,7 @@ import ascend_ops
 from ascend_ops import reference, testing
 from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields, timing_fields
 from torch_matmul_probe import probe_matmul
-from worker_processes import live_memory_env
+from worker_processes import live_memory_env, reset_peak_rss, status_kb
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FLCE = "fused_linear_cross_entropy_loss_grad"
@@ -135,19 +135,12 @@ print(json.dumps(benchmark.peak_extra_mib(run)))
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def _status_kib(field: str) -> int:
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
-
 def peak_extra_mib(run) -> float:
     """Peak resident memory of `run()` above what was resident before it (Linux)."""
-    pathlib.Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM)
-    before = _status_kib("VmRSS")
+    reset_peak_rss()
+    before = status_kb("VmRSS")
     run()
-    return (_status_kib("VmHWM") - before) / 1024
+    return (status_kb("VmHWM") - before) / 1024
 
 
 def bench_flce(sizes, rounds: int, machine: dict, memory: bool,

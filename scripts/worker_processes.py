@@ -28,9 +28,8 @@ def live_memory_env() -> dict:
 
 
 def run_worker(script: str, command: list[str], timeout: float):
-    """Run `script` with `command` in a fresh Python and return what it report()ed. glibc is
-    told to map large blocks directly and give them back on free, so resident memory
-    follows live memory."""
+    """Run `script` with `command` in a fresh Python (live_memory_env) and return what it
+    report()ed."""
     result = subprocess.run([sys.executable, script, *command], env=live_memory_env(),
                             capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
