@@ -136,6 +136,29 @@ def test_a_frozen_input_gets_no_gradient_computed(cache_engine, monkeypatch, fro
         testing.assert_half_grad_close(w.grad, expected[2], "weight grad")
 
 
+@pytest.mark.parametrize("shape", [(8, 64, 1100), (3, 128, 700)])
+def test_input_gradient_summed_in_the_weight_gradients_storage(monkeypatch, shape):
+    """On portable with both gradients wanted, input_grad's fp32 sums and its widened K
+    blocks live in weight_grad's storage (NaN-poisoned scratch) before weight_grad is
+    written: K blocks of 481 and 339 columns, each with a tail."""
+    bt, h, v = shape
+    depth = _C.lce_input_grad_room_depth(bt, h, v)
+    assert depth == {(8, 64, 1100): 481, (3, 128, 700): 339}[shape]
+    assert _C.lce_input_grad_room_depth(37, 19, 53) == 0  # too small: row and K blocks
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "portable")
+    input, weight, target = problem(bt, h, v, seed=11)
+    loss, input_grad, weight_grad, cached = run(input, weight, target)
+    assert cached
+    expected = truth(input, weight, target, "mean")
+    testing.assert_half_grad_close(input_grad, expected[1], "input grad")
+    testing.assert_half_grad_close(weight_grad, expected[2], "weight grad")
+    # the same input gradient as the path in scratch (a frozen weight lends no storage),
+    # up to the order of the fp32 sums
+    x = input.clone().requires_grad_()
+    ascend_ops.linear_cross_entropy(x, weight, target).backward()
+    testing.assert_half_grad_close(input_grad, x.grad.double(), "room vs scratch")
+
+
 def test_memory_saving_keeps_the_bf16_gradient_within_the_budget(cache_engine, monkeypatch):
     input, weight, target = problem(bt=64, v=500)
     x = input.clone().requires_grad_()

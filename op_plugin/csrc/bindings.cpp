@@ -165,6 +165,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("lce_cached_backward", &ascend_ops::cpu::lce_cached_backward, py::arg("grad_cache"),
         py::arg("row_scale"), py::arg("input"), py::arg("weight"), py::arg("want_input_grad"),
         py::arg("want_weight_grad"));
+  m.def("lce_input_grad_room_depth", &ascend_ops::cpu::input_grad_room_depth, py::arg("bt"),
+        py::arg("h"), py::arg("vocab"),
+        "K depth of the input gradient's blocks in the weight gradient's storage on portable "
+        "(0: row and K blocks of scratch instead).");
   m.def("cpu_gemm_timings", &cpu_gemm_timings,
         "(engine, TFLOP/s) of each available engine on the representative block, measured "
         "once per process.");

@@ -158,6 +158,11 @@ void portable_gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tenso
 
 }  // namespace
 
+WideningBuffer::WideningBuffer(at::Tensor room) : elements_(room.numel()), room_(std::move(room)) {
+  TORCH_INTERNAL_ASSERT(room_.scalar_type() == at::kFloat && room_.dim() == 1 &&
+                        (room_.numel() <= 1 || room_.stride(0) == 1));
+}
+
 at::Tensor WideningBuffer::widen(const at::Tensor& half) {
   TORCH_INTERNAL_ASSERT(half.dim() == 2 && half.numel() <= elements_);
   if (!room_.defined()) {

@@ -40,9 +40,12 @@ namespace cpu {
 class WideningBuffer {
  public:
   explicit WideningBuffer(int64_t elements) : elements_(elements) {}
+  // A buffer in memory the caller lends: `room` is a 1-D fp32 tensor (a view of storage
+  // that is free until the caller writes it, such as an output not yet computed).
+  explicit WideningBuffer(at::Tensor room);
   // fp32 copy of `half` (2-D, at most `elements` values), dense in `half`'s own order:
   // row-major, or column-major for a transposed view (which BLAS reads in place). Valid
-  // until the next call. The room is allocated on the first call (scratch_empty).
+  // until the next call. A room not lent is allocated on the first call (scratch_empty).
   at::Tensor widen(const at::Tensor& half);
 
  private:

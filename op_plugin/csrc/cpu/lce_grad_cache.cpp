@@ -20,6 +20,9 @@ constexpr int64_t kWeightBlockBytes = 16LL << 20;
 // Scratch of the backward: a vocabulary slab of G made row-major (G'.T), and, with row
 // scales other than 1, a block of scaled rows.
 constexpr int64_t kSlabBytes = 16LL << 20;
+// input_grad_in_room's K blocks are at least this deep: thinner blocks would
+// make each product a thin GEMM that adds into the fp32 sums once more per block.
+constexpr int64_t kMinRoomDepth = 256;
 
 GemmEngine checked_engine(const at::Tensor& input) {
   TORCH_INTERNAL_ASSERT(input.scalar_type() == at::kBFloat16,
@@ -29,12 +32,41 @@ GemmEngine checked_engine(const at::Tensor& input) {
 
 // G is the cache's [BT, V] view (rows ld_g apart); s the row scales, or null for all 1.
 
-// input_grad = bf16(G' @ W): K = V whole in one product (per block of scaled rows).
+// input_grad = bf16(G @ W) on `portable` with the fp32 sums [BT, H] and the widened K
+// blocks of G and W in `room`, the weight gradient's storage before it is written: every
+// row at once, so W and G are each widened once and each block product is a large GEMM
+// (input_grad_room_depth() gives the block depth).
+void input_grad_in_room(const at::Tensor& g, const at::Tensor& weight, at::Tensor& input_grad,
+                        const at::Tensor& room, int64_t depth) {
+  const int64_t bt = g.size(0);
+  const int64_t vocab = g.size(1);
+  const int64_t h = weight.size(1);
+  at::Tensor sums = room.narrow(0, 0, bt * h).view({bt, h});
+  WideningBuffer g_blocks(room.narrow(0, bt * h, bt * depth));
+  WideningBuffer w_blocks(room.narrow(0, bt * h + bt * depth, depth * h));
+  for (int64_t k0 = 0; k0 < vocab; k0 += depth) {
+    const int64_t d = std::min(depth, vocab - k0);
+    gemm(GemmOperand(g.narrow(1, k0, d), &g_blocks), GemmOperand(weight.narrow(0, k0, d), &w_blocks),
+         sums, /*accumulate=*/k0 > 0, GemmEngine::kPortable);
+  }
+  input_grad.copy_(sums);  // rounded to nearest even, once
+}
+
+// input_grad = bf16(G' @ W): K = V whole in one product (per block of scaled rows), or on
+// `portable` with every scale 1 in `weight_grad_room` where that is lent and large enough.
 void backward_input_grad(const at::Tensor& g, const float* s, const at::Tensor& weight,
-                         at::Tensor& input_grad, GemmEngine engine) {
+                         at::Tensor& input_grad, GemmEngine engine,
+                         const at::Tensor& weight_grad_room) {
   const int64_t bt = g.size(0);
   const int64_t vocab = g.size(1);
   const int64_t ld_g = g.stride(0);
+  if (engine == GemmEngine::kPortable && s == nullptr && weight_grad_room.defined()) {
+    const int64_t depth = input_grad_room_depth(bt, weight.size(1), vocab);
+    if (depth > 0) {
+      input_grad_in_room(g, weight, input_grad, weight_grad_room, depth);
+      return;
+    }
+  }
   const GemmOperand w(weight.contiguous());
   if (s == nullptr) {
     gemm_rounded(GemmOperand(g), w, input_grad, engine);
@@ -87,7 +119,24 @@ void backward_weight_grad(const at::Tensor& g, const float* s, const at::Tensor&
   }
 }
 
+// The weight gradient's storage (V x H bf16) as fp32 room: V * H / 2 floats.
+at::Tensor fp32_room(const at::Tensor& weight_grad) {
+  const int64_t floats = weight_grad.numel() / 2;
+  return weight_grad.view(-1).narrow(0, 0, 2 * floats).view(at::kFloat);
+}
+
 }  // namespace
+
+int64_t input_grad_room_depth(int64_t bt, int64_t h, int64_t vocab) {
+  if (bt <= 0 || h <= 0 || vocab <= 0) {
+    return 0;
+  }
+  // V * H / 2 floats, less the fp32 sums, shared by a G block (BT x d) and a W block (d x H):
+  // d < V / 2 always, so V must pass 512.
+  const int64_t free_floats = vocab * h / 2 - bt * h;
+  const int64_t depth = std::max<int64_t>(0, free_floats) / (bt + h);
+  return depth >= kMinRoomDepth ? depth : 0;
+}
 
 std::string lce_cache_engine(at::ScalarType dtype) {
   if (dtype != at::kBFloat16) {
@@ -206,12 +255,17 @@ std::tuple<at::Tensor, at::Tensor> lce_cached_backward(const at::Tensor& grad_ca
   }
   const float* s = scale.defined() ? scale.const_data_ptr<float>() : nullptr;
 
-  if (want_input_grad) {
-    input_grad = scratch_empty(input.sizes(), input.options());  // all written
-    backward_input_grad(g, s, weight, input_grad, engine);
-  }
+  // weight_grad is allocated first: until it is written, its storage is the room of the
+  // input gradient's GEMM on `portable` (input_grad_in_room).
   if (want_weight_grad) {
     weight_grad = scratch_empty(weight.sizes(), weight.options());  // all written
+  }
+  if (want_input_grad) {
+    input_grad = scratch_empty(input.sizes(), input.options());  // all written
+    backward_input_grad(g, s, weight, input_grad, engine,
+                        weight_grad.defined() ? fp32_room(weight_grad) : at::Tensor());
+  }
+  if (want_weight_grad) {
     backward_weight_grad(g, s, input, weight_grad, engine);
   }
   return {input_grad, weight_grad};

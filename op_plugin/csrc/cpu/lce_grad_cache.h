@@ -58,5 +58,12 @@ std::tuple<at::Tensor, at::Tensor> lce_cached_backward(const at::Tensor& grad_ca
                                                        const at::Tensor& weight,
                                                        bool want_input_grad, bool want_weight_grad);
 
+// On `portable` with every row scale 1 and both gradients wanted, input_grad's fp32 sums
+// [BT, H] and its widened K blocks of G and W live in weight_grad's storage (V x H bf16)
+// before weight_grad is computed: the K depth of those blocks, or 0 where the storage
+// cannot hold the sums and blocks at least 256 deep (then input_grad goes in row
+// and K blocks of scratch, as gemm_rounded does).
+int64_t input_grad_room_depth(int64_t bt, int64_t h, int64_t vocab);
+
 }  // namespace cpu
 }  // namespace ascend_ops
