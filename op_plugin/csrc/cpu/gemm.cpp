@@ -202,11 +202,11 @@ at::Tensor GemmOperand::half() const {
 bool GemmOperand::is_widened() const { return storage_->f32.defined(); }
 
 at::Tensor GemmOperand::widened() const {
-  if (!storage_->f32.defined() && storage_->buffer != nullptr) {
-    storage_->f32 = storage_->buffer->widen(storage_->matrix);
-  } else if (!storage_->f32.defined()) {
-    storage_->f32 = storage_->matrix.to(at::kFloat, /*non_blocking=*/false, /*copy=*/false,
-                                        at::MemoryFormat::Contiguous);
+  if (!storage_->f32.defined()) {
+    storage_->f32 = storage_->buffer != nullptr
+                        ? storage_->buffer->widen(storage_->matrix)
+                        : storage_->matrix.to(at::kFloat, /*non_blocking=*/false, /*copy=*/false,
+                                              at::MemoryFormat::Contiguous);
   }
   return transposed_ ? storage_->f32.t() : storage_->f32;
 }

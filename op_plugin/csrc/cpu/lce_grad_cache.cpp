@@ -30,14 +30,21 @@ GemmEngine checked_engine(const at::Tensor& input) {
   return gemm_engine(input.scalar_type());
 }
 
+// The weight gradient's storage (V x H bf16) as fp32 room: V * H / 2 floats.
+at::Tensor fp32_room(const at::Tensor& weight_grad) {
+  const int64_t floats = weight_grad.numel() / 2;
+  return weight_grad.view(-1).narrow(0, 0, 2 * floats).view(at::kFloat);
+}
+
 // G is the cache's [BT, V] view (rows ld_g apart); s the row scales, or null for all 1.
 
 // input_grad = bf16(G @ W) on `portable` with the fp32 sums [BT, H] and the widened K
-// blocks of G and W in `room`, the weight gradient's storage before it is written: every
-// row at once, so W and G are each widened once and each block product is a large GEMM
+// blocks of G and W in weight_grad's storage, before weight_grad is written: every row at
+// once, so W and G are each widened once and each block product is a large GEMM
 // (input_grad_room_depth() gives the block depth).
 void input_grad_in_room(const at::Tensor& g, const at::Tensor& weight, at::Tensor& input_grad,
-                        const at::Tensor& room, int64_t depth) {
+                        const at::Tensor& weight_grad, int64_t depth) {
+  const at::Tensor room = fp32_room(weight_grad);
   const int64_t bt = g.size(0);
   const int64_t vocab = g.size(1);
   const int64_t h = weight.size(1);
@@ -53,17 +60,17 @@ void input_grad_in_room(const at::Tensor& g, const at::Tensor& weight, at::Tenso
 }
 
 // input_grad = bf16(G' @ W): K = V whole in one product (per block of scaled rows), or on
-// `portable` with every scale 1 in `weight_grad_room` where that is lent and large enough.
+// `portable` with every scale 1 in the storage of `weight_grad` (undefined when not
+// wanted), not yet written, where that is large enough.
 void backward_input_grad(const at::Tensor& g, const float* s, const at::Tensor& weight,
-                         at::Tensor& input_grad, GemmEngine engine,
-                         const at::Tensor& weight_grad_room) {
+                         at::Tensor& input_grad, GemmEngine engine, const at::Tensor& weight_grad) {
   const int64_t bt = g.size(0);
   const int64_t vocab = g.size(1);
   const int64_t ld_g = g.stride(0);
-  if (engine == GemmEngine::kPortable && s == nullptr && weight_grad_room.defined()) {
+  if (engine == GemmEngine::kPortable && s == nullptr && weight_grad.defined()) {
     const int64_t depth = input_grad_room_depth(bt, weight.size(1), vocab);
     if (depth > 0) {
-      input_grad_in_room(g, weight, input_grad, weight_grad_room, depth);
+      input_grad_in_room(g, weight, input_grad, weight_grad, depth);
       return;
     }
   }
@@ -117,12 +124,6 @@ void backward_weight_grad(const at::Tensor& g, const float* s, const at::Tensor&
     at::Tensor out = weight_grad.narrow(0, v0, cols);
     gemm_rounded(GemmOperand(g_t.narrow(0, 0, cols).narrow(1, 0, bt)), x, out, engine);
   }
-}
-
-// The weight gradient's storage (V x H bf16) as fp32 room: V * H / 2 floats.
-at::Tensor fp32_room(const at::Tensor& weight_grad) {
-  const int64_t floats = weight_grad.numel() / 2;
-  return weight_grad.view(-1).narrow(0, 0, 2 * floats).view(at::kFloat);
 }
 
 }  // namespace
@@ -262,8 +263,7 @@ std::tuple<at::Tensor, at::Tensor> lce_cached_backward(const at::Tensor& grad_ca
   }
   if (want_input_grad) {
     input_grad = scratch_empty(input.sizes(), input.options());  // all written
-    backward_input_grad(g, s, weight, input_grad, engine,
-                        weight_grad.defined() ? fp32_room(weight_grad) : at::Tensor());
+    backward_input_grad(g, s, weight, input_grad, engine, weight_grad);
   }
   if (want_weight_grad) {
     backward_weight_grad(g, s, input, weight_grad, engine);
