@@ -47,7 +47,7 @@ def _gemm_engines() -> list[str]:
 @pytest.fixture(params=_gemm_engines())
 def gemm_engine(request, monkeypatch):
     """Runs a test on each GEMM engine this CPU offers for bfloat16 (onednn, avx512bf16,
-    portable), forced with ASCEND_OPS_CPU_GEMM; float16 runs on portable whatever is set."""
+    avx2, portable), forced with ASCEND_OPS_CPU_GEMM; float16 runs on portable whatever is set."""
     monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
     monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", request.param)
     return request.param

@@ -9,10 +9,13 @@ from ascend_ops import _C, testing
 
 ENGINES = list(_C.cpu_gemm_engines())
 
-# (m, n, k): single elements, odd K (a half-filled last pair), tails of the own GEMM's
-# 12-row and 32-column micro-tiles, of its 192-row / 1024-K / 256-column blocks, and K = 0.
+# (m, n, k): single elements, odd K (a half-filled last pair), tails of the AVX512 GEMM's
+# 12-row and 32-column micro-tiles, of its 192-row / 1024-K / 256-column blocks, of the AVX2
+# GEMM's 6 x 16 micro-tiles, 96-row / 512-K blocks and 4096-column tiles, a product it
+# splits by rows across threads (n within one 16-column panel), and K = 0.
 SHAPES = [(1, 1, 1), (13, 33, 7), (12, 32, 2), (197, 65, 513), (29, 70, 2051), (25, 4100, 31),
-          (7, 9, 0)]
+          (1000, 9, 700), (7, 9, 0)]
+OWN_GEMMS = [e for e in ("avx512bf16", "avx2") if e in ENGINES]
 
 
 def operands(shape, dtype, transpose_a, transpose_b):
@@ -62,7 +65,7 @@ def test_rounded_is_the_fp32_product_rounded_once(shape, engine):
     a, b, a_in, b_in = operands(shape, torch.bfloat16, False, False)
     ours = _C.cpu_gemm(a_in, b_in, engine, rounded=True)
     assert ours.dtype == torch.bfloat16 and ours.shape == (shape[0], shape[1])
-    if engine == "avx512bf16":
+    if engine in OWN_GEMMS:
         assert torch.equal(ours, _C.cpu_gemm(a_in, b_in, engine).bfloat16())
     exact = a.double() @ b.double()
     bound = (a.double().abs() @ b.double().abs()) * (shape[2] + 1) * 2.0**-24 + exact.abs() * 2.0**-8
@@ -97,14 +100,38 @@ def test_own_gemm_takes_a_long_k_in_passes_with_the_same_bits(threads, rounded):
     assert torch.equal(_C.cpu_gemm(a_in, b_in, "avx512bf16", rounded=rounded), one_pass)
 
 
+@pytest.mark.skipif("avx2" not in ENGINES, reason="this CPU lacks AVX2 and FMA")
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("shape", [(1000, 300, 1100), (1000, 9, 700), (40, 4500, 600)], ids=str)
+def test_avx2_gemm_gives_the_same_bits_on_any_thread_count(threads, shape, transpose_a):
+    """The AVX2 GEMM splits columns (and, for narrow products, rows) across threads, but
+    sums every element over the same K blocks in the same order."""
+    a, b, a_in, b_in = operands(shape, torch.bfloat16, transpose_a, True)
+    torch.set_num_threads(1)
+    one_thread = _C.cpu_gemm(a_in, b_in, "avx2")
+    for count in (2, 3, 64):
+        torch.set_num_threads(count)
+        assert torch.equal(_C.cpu_gemm(a_in, b_in, "avx2"), one_thread)
+
+
+@pytest.mark.skipif("avx2" not in ENGINES, reason="this CPU lacks AVX2 and FMA")
+def test_avx2_rounded_takes_row_blocks_of_sums():
+    """AVX2 gemm_rounded sums 16 MiB of rows at a time (here 1023 + 77 of 4100 columns),
+    each row rounded once from the same fp32 sums as the fp32-out product."""
+    a, b, a_in, b_in = operands((1100, 4100, 40), torch.bfloat16, True, False)
+    ours = _C.cpu_gemm(a_in, b_in, "avx2", rounded=True)
+    assert torch.equal(ours, _C.cpu_gemm(a_in, b_in, "avx2").bfloat16())
+
+
 @pytest.mark.parametrize("shape", SHAPES, ids=str)
 def test_float16_runs_on_portable(shape):
     a, b, a_in, b_in = operands(shape, torch.float16, True, False)
     ours = _C.cpu_gemm(a_in, b_in, "portable")
     bound = (a.double().abs() @ b.double().abs()) * (shape[2] + 1) * 2.0**-24 + 1e-30
     assert torch.all((ours.double() - a.double() @ b.double()).abs() <= bound)
-    with pytest.raises(ValueError, match="cannot multiply"):
-        _C.cpu_gemm(a_in, b_in, "avx512bf16")
+    for engine in ("avx512bf16", "avx2"):
+        with pytest.raises(ValueError, match="cannot multiply"):
+            _C.cpu_gemm(a_in, b_in, engine)
 
 
 def test_user_matmul_precision_is_restored():
@@ -137,7 +164,8 @@ def test_environment_forces_an_engine(monkeypatch):
 
 @pytest.mark.parametrize("env, message", [
     ({"ASCEND_OPS_CPU_GEMM": "fastest"},
-     "ASCEND_OPS_CPU_GEMM must be one of auto, onednn, avx512bf16, portable; got 'fastest'"),
+     "ASCEND_OPS_CPU_GEMM must be one of auto, onednn, avx512bf16, avx2, portable; "
+     "got 'fastest'"),
     ({"ASCEND_OPS_CPU_PORTABLE": "yes"}, "ASCEND_OPS_CPU_PORTABLE must be 1 or 0"),
     ({"ASCEND_OPS_CPU_PORTABLE": "1", "ASCEND_OPS_CPU_GEMM": "avx512bf16"},
      "asks for the portable path but ASCEND_OPS_CPU_GEMM='avx512bf16'"),
@@ -168,5 +196,5 @@ def test_rejects_bad_operands():
         _C.cpu_gemm(torch.ones(2, 3).bfloat16(), torch.ones(4, 2).bfloat16())
     with pytest.raises(TypeError, match="bfloat16 or two float16"):
         _C.cpu_gemm(torch.ones(2, 3), torch.ones(3, 2))
-    with pytest.raises(ValueError, match="'engine' must be onednn, avx512bf16 or portable"):
+    with pytest.raises(ValueError, match="'engine' must be onednn, avx512bf16, avx2 or portable"):
         _C.cpu_gemm(torch.ones(2, 3).bfloat16(), torch.ones(3, 2).bfloat16(), "mkl")

@@ -17,7 +17,7 @@ CACHE_ENGINES = list(_C.cpu_gemm_engines())
 
 @pytest.fixture(params=CACHE_ENGINES)
 def cache_engine(request, monkeypatch):
-    """Each engine the cache runs on here (onednn, avx512bf16, portable), forced."""
+    """Each engine the cache runs on here (onednn, avx512bf16, avx2, portable), forced."""
     monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
     monkeypatch.delenv(_grad_cache.GRAD_CACHE_ENV, raising=False)
     monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", request.param)
@@ -84,12 +84,13 @@ def spec_gradients(input, weight, target, row_scale, grad_rows):
     return ours, spec
 
 
-def test_cached_gradients_are_spec_bit_for_bit_on_the_own_gemm(monkeypatch):
-    """Upstream gradient 1: G is §1's G bit for bit, and on avx512bf16 each gradient is
+@pytest.mark.parametrize("engine", ["avx512bf16", "avx2"])
+def test_cached_gradients_are_spec_bit_for_bit_on_the_own_gemm(monkeypatch, engine):
+    """Upstream gradient 1: G is §1's G bit for bit, and on the own GEMMs each gradient is
     summed in the same order as the FLCE kernel's (one vocabulary chunk here)."""
-    if "avx512bf16" not in CACHE_ENGINES:
-        pytest.skip("this CPU lacks AVX512-BF16")
-    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "avx512bf16")
+    if engine not in CACHE_ENGINES:
+        pytest.skip(f"this CPU cannot run the {engine} engine")
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", engine)
     input, weight, target = problem(bt=45, h=40, v=70, seed=5)
     row_scale = torch.where(target < 0, 0.0, 1.0 / 43)
     ours, spec = spec_gradients(input, weight, target, row_scale, row_scale)

@@ -32,13 +32,14 @@ at::Tensor cpu_gemm(const at::Tensor& a, const at::Tensor& b, std::optional<std:
   GemmEngine chosen = ascend_ops::cpu::gemm_engine(a.scalar_type());
   if (engine.has_value()) {
     bool known = false;
-    for (const GemmEngine e : {GemmEngine::kOneDnn, GemmEngine::kAvx512Bf16, GemmEngine::kPortable}) {
+    for (const GemmEngine e : {GemmEngine::kOneDnn, GemmEngine::kAvx512Bf16, GemmEngine::kAvx2,
+                                 GemmEngine::kPortable}) {
       if (*engine == ascend_ops::cpu::engine_name(e)) {
         chosen = e;
         known = true;
       }
     }
-    TORCH_CHECK_VALUE(known, "cpu_gemm: 'engine' must be onednn, avx512bf16 or portable, got '",
+    TORCH_CHECK_VALUE(known, "cpu_gemm: 'engine' must be onednn, avx512bf16, avx2 or portable, got '",
                       *engine, "'");
     TORCH_CHECK_VALUE(ascend_ops::cpu::engine_usable(chosen, a.scalar_type()), "cpu_gemm: engine '",
                       *engine, "' cannot multiply ", a.scalar_type(), " on this CPU");

@@ -14,6 +14,8 @@ const char* engine_name(GemmEngine engine) {
       return "onednn";
     case GemmEngine::kAvx512Bf16:
       return "avx512bf16";
+    case GemmEngine::kAvx2:
+      return "avx2";
     case GemmEngine::kPortable:
       return "portable";
   }
@@ -29,11 +31,13 @@ std::optional<GemmEngine> forced_gemm_engine() {
       forced = GemmEngine::kOneDnn;
     } else if (std::strcmp(value, "avx512bf16") == 0) {
       forced = GemmEngine::kAvx512Bf16;
+    } else if (std::strcmp(value, "avx2") == 0) {
+      forced = GemmEngine::kAvx2;
     } else if (std::strcmp(value, "portable") == 0) {
       forced = GemmEngine::kPortable;
     } else {
       TORCH_CHECK_VALUE(false, "ASCEND_OPS_CPU_GEMM must be one of auto, onednn, avx512bf16, "
-                        "portable; got '", value, "'");
+                        "avx2, portable; got '", value, "'");
     }
   }
   if (const char* alias = std::getenv("ASCEND_OPS_CPU_PORTABLE"); alias != nullptr && *alias != '\0') {

@@ -1,7 +1,7 @@
 // The one switch that picks how the CPU kernels compute, read from the environment on
 // every call (so a test can change it) and parsed here only:
 //
-//   ASCEND_OPS_CPU_GEMM = auto (default) | onednn | avx512bf16 | portable
+//   ASCEND_OPS_CPU_GEMM = auto (default) | onednn | avx512bf16 | avx2 | portable
 //   ASCEND_OPS_CPU_PORTABLE = 1           alias of ASCEND_OPS_CPU_GEMM=portable
 //
 // "portable" also sends the non-GEMM kernels (batch_norm_reduce_backward's sums) to their
@@ -20,9 +20,9 @@
 namespace ascend_ops {
 namespace cpu {
 
-enum class GemmEngine { kOneDnn, kAvx512Bf16, kPortable };
+enum class GemmEngine { kOneDnn, kAvx512Bf16, kAvx2, kPortable };
 
-// "onednn", "avx512bf16" or "portable".
+// "onednn", "avx512bf16", "avx2" or "portable".
 const char* engine_name(GemmEngine engine);
 
 // The engine the environment forces, or nullopt for "auto". Throws ValueError naming the

@@ -12,7 +12,8 @@
 //   then input_grad = bf16(dx_acc). The GEMMs run on the engine the GEMM layer chose
 //   (gemm.h): onednn (fp32 copies of G and W_c for the fp32-out products, oneDNN's bf16
 //   kernels; weight_grad[c] by its bf16-in/bf16-out GEMM on G_c.T in place, rounded once),
-//   avx512bf16 (the own GEMM, G_c.T transposed once per chunk so it reads A row-major) or
+//   avx512bf16 or avx2 (the own GEMMs, G_c.T transposed once per chunk so the AVX512 one
+//   reads A row-major in place and the AVX2 one packs it from rows) or
 //   portable (ATen's fp32 GEMM on fp32 copies, as onednn but in IEEE fp32).
 // * high-performance mode on the onednn engine: no chunks. G is written in bf16 over the
 //   softmax (flce_g_over_softmax), and both gradient GEMMs are oneDNN's bf16-in/bf16-out
@@ -125,9 +126,9 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
   const int64_t h = op.input.size(1);
   const int64_t vocab = op.weight.size(0);
   const bool recompute = op.recompute();
-  // The own GEMM reads bf16 in place, G.T made row-major; oneDNN and ATen multiply fp32
+  // The own GEMMs read bf16 in place, G.T made row-major; oneDNN and ATen multiply fp32
   // copies of G and of the weight chunk (they read a transposed operand without a copy).
-  const bool own_gemm = engine == cpu::GemmEngine::kAvx512Bf16;
+  const bool own_gemm = cpu::reads_half_in_place(engine);
 
   // Scratch per vocabulary column of a chunk, for every row: its fp32 logits (memory-saving
   // mode), bf16 G, and bf16 G.T (own GEMM) or fp32 G (oneDNN, ATen); plus its fp32

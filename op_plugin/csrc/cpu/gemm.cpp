@@ -1,5 +1,7 @@
 #include "gemm.h"
 
+#include "avx2_gemm.h"
+#include "avx2_kernels.h"
 #include "bf16_gemm.h"
 #include "bf16_matrix.h"
 #include "gemm_operands.h"
@@ -222,6 +224,11 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
               c.mutable_data_ptr<float>(), c.stride(0), accumulate);
     return;
   }
+  if (engine == GemmEngine::kAvx2) {
+    avx2_bf16_gemm(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
+                   c.mutable_data_ptr<float>(), c.stride(0), accumulate);
+    return;
+  }
   // onednn: bf16 products through oneDNN's bf16 kernels; portable: IEEE fp32, whatever
   // precision the user set for their own matmuls.
   const MatmulPrecisionGuard precision(engine == GemmEngine::kOneDnn ? at::Float32Precision::BF16
@@ -249,6 +256,11 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
                       bf16_bits(out), out.stride(0));
     return;
   }
+  if (engine == GemmEngine::kAvx2) {
+    avx2_bf16_gemm_rounded(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(),
+                           a.cols(), bf16_bits(out), out.stride(0));
+    return;
+  }
   if (engine == GemmEngine::kOneDnn) {
     // oneDNN reads the operands in place, padding included (gemm_operands.h): a padded
     // view whose padding is not zero is multiplied from a dense copy instead.
@@ -262,6 +274,10 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
   portable_gemm_rounded(a, b, out);
 }
 
+bool reads_half_in_place(GemmEngine engine) {
+  return engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kAvx2;
+}
+
 std::vector<GemmEngine> available_gemm_engines() {
   std::vector<GemmEngine> engines;
   if (onednn_bf16_supported()) {
@@ -269,6 +285,9 @@ std::vector<GemmEngine> available_gemm_engines() {
   }
   if (avx512_kernels_supported()) {
     engines.push_back(GemmEngine::kAvx512Bf16);
+  }
+  if (avx2_kernels_supported()) {
+    engines.push_back(GemmEngine::kAvx2);
   }
   engines.push_back(GemmEngine::kPortable);
   return engines;
@@ -280,6 +299,8 @@ bool engine_usable(GemmEngine engine, at::ScalarType dtype) {
       return dtype == at::kBFloat16 && onednn_bf16_supported();
     case GemmEngine::kAvx512Bf16:
       return dtype == at::kBFloat16 && avx512_kernels_supported();
+    case GemmEngine::kAvx2:
+      return dtype == at::kBFloat16 && avx2_kernels_supported();
     case GemmEngine::kPortable:
       return dtype == at::kBFloat16 || dtype == at::kHalf;
   }

@@ -6,13 +6,16 @@
 //   C (fp32) = [C +] A @ B,   A [m, k] and B [k, n] half-precision values
 //
 // with SPEC §1's numerics: the products of the half values are exact in fp32, they are
-// accumulated in fp32, and C is fp32. Three engines can do that:
+// accumulated in fp32, and C is fp32. Four engines can do that:
 //
 //   onednn      ATen's GEMM on fp32 copies of the operands with oneDNN told to compute
 //               in bf16 (exact: the values are bf16), which runs oneDNN's AMX or
 //               AVX512-BF16 kernels; bf16 operands only.
 //   avx512bf16  the project's own GEMM (bf16_gemm.h) on CPUs with AVX512-BF16, reading the
 //               bf16 operands in place; bf16 operands only.
+//   avx2        the project's own GEMM for AVX2 + FMA (avx2_gemm.h), reading the bf16
+//               operands in place and widening them block by block as it packs them;
+//               bf16 operands only.
 //   portable    ATen's fp32 GEMM (IEEE) on fp32 copies; any CPU, bf16 and float16.
 //
 // For bf16 the engine is chosen by measurement (gemm_engine()); ASCEND_OPS_CPU_GEMM forces
@@ -87,10 +90,16 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
 // out = half(A @ B) on `engine`: the fp32 sums of gemm() rounded once to out's dtype (A's),
 // for a product whose K is complete in one call. `out` is a half [m, n] view with
 // contiguous rows. No fp32 [m, n] is held on avx512bf16 (per-thread row chunks) nor on
-// onednn (oneDNN's bf16 GEMM writes bf16 from its fp32 accumulators, on the operands in
-// place when dense or zero-padded, else on a dense copy) nor on portable (fp32 products of
-// row and K blocks of the operands, at most 48 MiB of scratch, rounded per row block).
+// avx2 (row blocks of 16 MiB of fp32 sums) nor on onednn (oneDNN's bf16 GEMM writes bf16
+// from its fp32 accumulators, on the operands in place when dense or zero-padded, else on
+// a dense copy) nor on portable (fp32 products of row and K blocks of the operands, at
+// most 48 MiB of scratch, rounded per row block).
 void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out, GemmEngine engine);
+
+// Whether `engine` is one of the own GEMMs (avx512bf16, avx2), which multiply the half
+// operands as they lie: no fp32 copy of an operand is made, so callers need not block
+// their operands to bound such copies.
+bool reads_half_in_place(GemmEngine engine);
 
 // Engines that run bf16 GEMMs on this CPU (portable always).
 std::vector<GemmEngine> available_gemm_engines();

@@ -14,8 +14,8 @@ namespace cpu {
 namespace {
 
 // onednn and portable: the fp32 copy of one vocabulary block of the weight for the logits
-// GEMM (16 MiB, as fused_linear_online_max_sum). avx512bf16 multiplies the whole weight in
-// place.
+// GEMM (16 MiB, as fused_linear_online_max_sum). The own GEMMs (avx512bf16, avx2) multiply
+// the whole weight in place.
 constexpr int64_t kWeightBlockBytes = 16LL << 20;
 // Scratch of the backward: a vocabulary slab of G made row-major (G'.T), and, with row
 // scales other than 1, a block of scaled rows.
@@ -99,9 +99,10 @@ void backward_weight_grad(const at::Tensor& g, const float* s, const at::Tensor&
   const int64_t vocab = g.size(1);
   const int64_t ld_g = g.stride(0);
   const GemmOperand x(input.contiguous());
-  if (engine == GemmEngine::kPortable && s == nullptr) {
+  if ((engine == GemmEngine::kPortable || engine == GemmEngine::kAvx2) && s == nullptr) {
     // ATen's GEMM reads G.T in place from the widened blocks of G (gemm_rounded keeps a
-    // transposed block column-major): no transposed copy, and no slabs.
+    // transposed block column-major), and the AVX2 GEMM packs it from G's rows as they
+    // lie: no transposed copy, and no slabs.
     gemm_rounded(GemmOperand(g).t(), x, weight_grad, engine);
     return;
   }
@@ -168,7 +169,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     x.copy_(input_chunk);
   }
   const GemmOperand x_op(x);  // onednn and portable widen it once for every weight block
-  const int64_t block = engine == GemmEngine::kAvx512Bf16
+  const int64_t block = reads_half_in_place(engine)
                             ? vocab
                             : std::clamp<int64_t>(kWeightBlockBytes / std::max<int64_t>(1, h * 4), 1,
                                                   vocab);

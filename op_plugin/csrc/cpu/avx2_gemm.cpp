@@ -1,0 +1,93 @@
+#include "avx2_gemm.h"
+
+#include "avx2_gemm_kernels.h"
+#include "bf16_matrix.h"
+#include "gemm_operands.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace ascend_ops {
+namespace cpu {
+namespace {
+
+using avx2::kAvx2Mr;
+using avx2::kAvx2Nr;
+
+// Blocking (measured on an AMD EPYC with AVX2, 2 threads, against 256 x 144 and 384 x 96):
+// a K block of 512 steps, rows in blocks of 96 (the packed A block, 192 KiB, stays in L2),
+// each thread's columns in tiles of at most 4096 (the packed B block, up to 8 MiB, in L3).
+constexpr int64_t kKc = 512;
+constexpr int64_t kMc = 16 * kAvx2Mr;
+constexpr int64_t kMaxTileCols = 4096;
+// fp32 sums of a block of rows for avx2_bf16_gemm_rounded.
+constexpr int64_t kRoundedBlockBytes = 16LL << 20;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+void avx2_bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c,
+                    int64_t ldc, bool accumulate) {
+  if (m == 0 || n == 0) {
+    return;
+  }
+  if (k == 0) {
+    if (!accumulate) {
+      for (int64_t i = 0; i < m; ++i) std::fill_n(c + i * ldc, n, 0.0f);
+    }
+    return;
+  }
+  // Work items: column tiles (one per thread where n allows), and, where there are fewer
+  // tiles than threads, row parts too. Tiny products stay on the calling thread.
+  const int64_t threads = m * n * k >= (1LL << 22) ? std::max(1, at::get_num_threads()) : 1;
+  const int64_t tile_cols =
+      std::min(kMaxTileCols, ceil_div(ceil_div(n, threads), kAvx2Nr) * kAvx2Nr);
+  const int64_t col_tiles = ceil_div(n, tile_cols);
+  const int64_t row_parts = std::min(ceil_div(threads, col_tiles), ceil_div(m, kMc));
+  const int64_t part_rows = ceil_div(ceil_div(m, row_parts), kAvx2Mr) * kAvx2Mr;
+  at::parallel_for(0, col_tiles * row_parts, 1, [&](int64_t begin, int64_t end) {
+    std::vector<float> b_block(static_cast<size_t>(kKc * tile_cols));
+    std::vector<float> a_block(static_cast<size_t>(kMc * kKc + avx2::kPackSlack));
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t j0 = (item / row_parts) * tile_cols;
+      const int64_t cols = std::min(tile_cols, n - j0);
+      const int64_t r_begin = (item % row_parts) * part_rows;
+      const int64_t r_end = std::min(m, r_begin + part_rows);
+      const Bf16View b_cols{b.data + j0 * b.col_stride, b.row_stride, b.col_stride};
+      for (int64_t pc = 0; pc < k; pc += kKc) {
+        const int64_t kc = std::min(kKc, k - pc);
+        avx2::pack_b(b_cols, pc, kc, cols, b_block.data());
+        for (int64_t i0 = r_begin; i0 < r_end; i0 += kMc) {
+          const int64_t rows = std::min(kMc, r_end - i0);
+          const Bf16View a_rows{a.data + i0 * a.row_stride, a.row_stride, a.col_stride};
+          avx2::pack_a(a_rows, rows, pc, kc, a_block.data());
+          avx2::gemm_packed(rows, cols, kc, a_block.data(), b_block.data(), c + i0 * ldc + j0,
+                            ldc, accumulate || pc > 0);
+        }
+      }
+    }
+  });
+}
+
+void avx2_bf16_gemm_rounded(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k,
+                            uint16_t* out, int64_t ld_out) {
+  if (m == 0 || n == 0) {
+    return;
+  }
+  const int64_t block_rows = std::clamp<int64_t>(kRoundedBlockBytes / (n * 4), 1, m);
+  at::Tensor block = scratch_empty({block_rows, n}, at::TensorOptions().dtype(at::kFloat));
+  float* sums = block.mutable_data_ptr<float>();
+  for (int64_t r0 = 0; r0 < m; r0 += block_rows) {
+    const int64_t rows = std::min(block_rows, m - r0);
+    avx2_bf16_gemm(Bf16View{a.data + r0 * a.row_stride, a.row_stride, a.col_stride}, b, rows, n,
+                   k, sums, n, false);
+    round_rows(sums, rows, n, n, out + r0 * ld_out, ld_out);
+  }
+}
+
+}  // namespace cpu
+}  // namespace ascend_ops
