@@ -55,6 +55,13 @@ inline void transpose8(__m256 r[8]) {
 // accumulators stay in registers for the whole K loop.
 inline void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
                          bool accumulate) {
+  // The C tile's lines are fetched while the K loop runs: by the time the sums are added
+  // and stored they are in L1 (measured 8-9 % faster on whole GEMMs, AMD EPYC, 2 threads:
+  // median of paired runs, 10 and 40 pairs). A prefetch never faults.
+  for (int64_t r = 0; r < kMr; ++r) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
+  }
   __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
   __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t p = 0; p < kc; ++p) {
