@@ -219,14 +219,10 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
                         c.scalar_type() == at::kFloat && (c.size(1) <= 1 || c.stride(1) == 1));
   TORCH_INTERNAL_ASSERT(engine_usable(engine, a.half().scalar_type()),
                         "gemm: engine ", engine_name(engine), " cannot run this dtype here");
-  if (engine == GemmEngine::kAvx512Bf16) {
-    bf16_gemm(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
-              c.mutable_data_ptr<float>(), c.stride(0), accumulate);
-    return;
-  }
-  if (engine == GemmEngine::kAvx2) {
-    avx2_bf16_gemm(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
-                   c.mutable_data_ptr<float>(), c.stride(0), accumulate);
+  if (reads_half_in_place(engine)) {  // the own GEMMs share one signature
+    const auto own_gemm = engine == GemmEngine::kAvx2 ? avx2_bf16_gemm : bf16_gemm;
+    own_gemm(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
+             c.mutable_data_ptr<float>(), c.stride(0), accumulate);
     return;
   }
   // onednn: bf16 products through oneDNN's bf16 kernels; portable: IEEE fp32, whatever
@@ -251,14 +247,11 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
                         (out.size(1) <= 1 || out.stride(1) == 1));
   TORCH_INTERNAL_ASSERT(engine_usable(engine, a.half().scalar_type()),
                         "gemm_rounded: engine ", engine_name(engine), " cannot run this dtype here");
-  if (engine == GemmEngine::kAvx512Bf16) {
-    bf16_gemm_rounded(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
-                      bf16_bits(out), out.stride(0));
-    return;
-  }
-  if (engine == GemmEngine::kAvx2) {
-    avx2_bf16_gemm_rounded(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(),
-                           a.cols(), bf16_bits(out), out.stride(0));
+  if (reads_half_in_place(engine)) {
+    const auto own_gemm_rounded =
+        engine == GemmEngine::kAvx2 ? avx2_bf16_gemm_rounded : bf16_gemm_rounded;
+    own_gemm_rounded(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
+                     bf16_bits(out), out.stride(0));
     return;
   }
   if (engine == GemmEngine::kOneDnn) {
