@@ -8,7 +8,10 @@ A row is one provider's timing of one op at one size on one machine:
                                          where: the CPU class and the ascend_ops CPU GEMM
                                          engine in force in the measuring process
     median_s, p20_s, p80_s, rounds       the timing
-    peak_extra_mib, budget_mib, outputs_mib   memory, where measured (else empty)
+    peak_extra_mib, budget_mib, outputs_mib   memory, where measured (else empty);
+                                         budget_mib: what the memory target allows
+                                         beyond the outputs (FLCE: BT * V * 2 bytes;
+                                         64, the chunk budget, in rows before 2026-12-02)
     torch, date
     load_1m                              the 1-minute load average when the run started:
                                          above the thread count, other processes competed

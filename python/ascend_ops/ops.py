@@ -52,8 +52,10 @@ def fused_linear_cross_entropy_loss_grad(
         impl: "auto" (by device), "cpu", "npu", "npu_custom", "reference" or "sim"; see
             `available_impls()`.
         scratch_bytes: the CPU kernel's scratch budget for its vocabulary chunks
-            (default: ASCEND_OPS_FLCE_SCRATCH_MIB, else 64 MiB); other
-            implementations ignore it.
+            (default: ASCEND_OPS_FLCE_SCRATCH_MIB, else 64 MiB or less, so that the
+            whole call stays within its outputs plus half of the fp32 [BT, V] logits
+            where the shapes allow; docs/cpu_kernels.md); other implementations
+            ignore it.
 
     Returns:
         (input_grad [BT, H], weight_grad [V, H]), both in input's dtype.

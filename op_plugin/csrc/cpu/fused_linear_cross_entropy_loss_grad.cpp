@@ -3,8 +3,9 @@
 // Two paths compute the same math:
 //
 // * bfloat16 (any engine but onednn in high-performance mode): the vocabulary is cut into
-//   chunks of `vc` columns sized from the scratch budget, so the memory-saving mode
-//   never holds [BT, V]. Per chunk c:
+//   chunks of `vc` columns sized from the scratch budget (by default, so that the whole
+//   working memory stays within half of the fp32 [BT, V] logits where it can), so the
+//   memory-saving mode never holds [BT, V]. Per chunk c:
 //     logits_c [BT, vc] = x @ W_c.T           bf16 GEMM, fp32 out (memory-saving only)
 //     G_c      [BT, vc] = bf16((P_c - onehot) * grad)   one vectorised pass
 //     dx_acc   [BT, H] += G_c @ W_c            fp32 accumulation across chunks
@@ -39,21 +40,30 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace ascend_ops {
 namespace {
 
-// Default scratch budget: at (BT, H) = (4096, 4096) a memory-saving vocabulary column
-// costs 4096 * (4 + 2 + 2) + 4096 * 4 = 48 KiB, so a chunk is 1344 columns (a multiple
-// of the GEMM's 32-column panels).
+// Chunk scratch of the float16 row path, and the most a bfloat16 call's chunks take by
+// default. At (BT, H) = (4096, 4096) a memory-saving vocabulary column costs
+// 4096 * (4 + 2 + 2) + 4096 * 4 = 48 KiB, so 64 MiB is 1344 columns (a multiple of the GEMM's
+// 32-column panels).
 constexpr int64_t kDefaultScratchBytes = 64LL << 20;
+// The bfloat16 default never goes below this: a chunk narrower than a few hundred columns
+// repacks x for too little GEMM work.
+constexpr int64_t kMinDefaultScratchBytes = 16LL << 20;
+// Kept aside for what the GEMM engines allocate for themselves per product (avx2: a packed
+// 512-step B block, 2 KiB per column of the product; avx512bf16: K x 512 bytes per thread;
+// oneDNN its scratchpad): 8-10 MiB at H = 4096 on 2 threads.
+constexpr int64_t kGemmReserveBytes = 16LL << 20;
 
-// The scratch budget: the `scratch_bytes` argument, else ASCEND_OPS_FLCE_SCRATCH_MIB,
-// else the default.
-int64_t scratch_budget(std::optional<int64_t> scratch_bytes) {
+// The scratch budget the caller set: the `scratch_bytes` argument, else
+// ASCEND_OPS_FLCE_SCRATCH_MIB; none means the path's default.
+std::optional<int64_t> requested_scratch(std::optional<int64_t> scratch_bytes) {
   if (scratch_bytes.has_value()) {
-    return *scratch_bytes;
+    return scratch_bytes;
   }
   if (const char* mib = std::getenv("ASCEND_OPS_FLCE_SCRATCH_MIB")) {
     char* end = nullptr;
@@ -63,7 +73,19 @@ int64_t scratch_budget(std::optional<int64_t> scratch_bytes) {
                       mib, "'");
     return value << 20;
   }
-  return kDefaultScratchBytes;
+  return std::nullopt;
+}
+
+// Default chunk scratch of the bfloat16 path: 64 MiB, less where the call's whole working
+// memory would pass half of the fp32 [BT, V] logits that chunking avoids (BT * V * 2 bytes,
+// the memory-saving target): the chunks, the fp32 input-gradient accumulator (BT x H), the
+// fp32 copy of x (`x_widened`: oneDNN, ATen) and the GEMM reserve. Never under 16 MiB, so
+// a call whose accumulator alone passes that bound (BT x H large against V) keeps chunks
+// wide enough to run at GEMM speed. Depends on the shapes only (bitwise reproducibility).
+int64_t default_chunk_scratch(int64_t bt, int64_t h, int64_t vocab, bool x_widened) {
+  const int64_t target = bt * vocab * 2;
+  const int64_t fixed = bt * h * 4 * (x_widened ? 2 : 1) + kGemmReserveBytes;
+  return std::clamp(target - fixed, kMinDefaultScratchBytes, kDefaultScratchBytes);
 }
 
 // The contiguous operands of one call.
@@ -119,8 +141,8 @@ void flce_g_over_softmax(const FlceOperands& op, cpu::GemmEngine engine, at::Ten
 }
 
 // The bfloat16 path: vocabulary chunks (see the top).
-void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine engine,
-                       at::Tensor& input_grad, at::Tensor& weight_grad) {
+void flce_vocab_chunks(const FlceOperands& op, std::optional<int64_t> requested,
+                       cpu::GemmEngine engine, at::Tensor& input_grad, at::Tensor& weight_grad) {
   using cpu::GemmOperand;
   const int64_t bt = op.input.size(0);
   const int64_t h = op.input.size(1);
@@ -136,6 +158,7 @@ void flce_vocab_chunks(const FlceOperands& op, int64_t budget, cpu::GemmEngine e
   // fp32 weight_grad row it rounds). At least one 32-column panel per chunk.
   const int64_t per_column = bt * ((recompute ? 4 : 0) + 2 + (own_gemm ? 2 : 4)) +
                              h * (engine == cpu::GemmEngine::kPortable ? 8 : 4);
+  const int64_t budget = requested.value_or(default_chunk_scratch(bt, h, vocab, !own_gemm));
   const int64_t panel = cpu::kNr;
   const int64_t vc = std::min(vocab, std::max(panel, budget / per_column / panel * panel));
 
@@ -297,7 +320,7 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
                                              label_smoothing, logits_max, sum_exp_logits,
                                              softmax, /*check_values=*/true);
   check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes);
-  const int64_t budget = scratch_budget(scratch_bytes);
+  const std::optional<int64_t> requested = requested_scratch(scratch_bytes);
   const int64_t bt = input.size(0);
   // Every element is written below (poisoned in tests, as scratch is).
   at::Tensor input_grad = cpu::scratch_empty(input.sizes(), input.options());
@@ -322,11 +345,11 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
   }
   const cpu::GemmEngine engine = cpu::gemm_engine(input.scalar_type());
   if (input.scalar_type() == at::kHalf) {
-    flce_portable<at::Half>(op, budget, input_grad, weight_grad);
+    flce_portable<at::Half>(op, requested.value_or(kDefaultScratchBytes), input_grad, weight_grad);
   } else if (engine == cpu::GemmEngine::kOneDnn && !op.recompute()) {
     flce_g_over_softmax(op, engine, input_grad, weight_grad);
   } else {
-    flce_vocab_chunks(op, budget, engine, input_grad, weight_grad);
+    flce_vocab_chunks(op, requested, engine, input_grad, weight_grad);
   }
   return {input_grad, weight_grad};
 }
