@@ -62,33 +62,23 @@ inline void micro_kernel(int64_t kc, const float* a, const float* b, float* c, i
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + r * ldc + kNr - 1), _MM_HINT_T0);
   }
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  __m256 sums[kMr][2];
+#pragma GCC unroll 6
+  for (int r = 0; r < kMr; ++r) {
+    sums[r][0] = sums[r][1] = _mm256_setzero_ps();
+  }
   for (int64_t p = 0; p < kc; ++p) {
     const __m256 b0 = _mm256_loadu_ps(b + p * kNr);
     const __m256 b1 = _mm256_loadu_ps(b + p * kNr + 8);
-    const float* ap = a + p * kMr;
-    __m256 av = _mm256_broadcast_ss(ap);
-    c00 = _mm256_fmadd_ps(av, b0, c00);
-    c01 = _mm256_fmadd_ps(av, b1, c01);
-    av = _mm256_broadcast_ss(ap + 1);
-    c10 = _mm256_fmadd_ps(av, b0, c10);
-    c11 = _mm256_fmadd_ps(av, b1, c11);
-    av = _mm256_broadcast_ss(ap + 2);
-    c20 = _mm256_fmadd_ps(av, b0, c20);
-    c21 = _mm256_fmadd_ps(av, b1, c21);
-    av = _mm256_broadcast_ss(ap + 3);
-    c30 = _mm256_fmadd_ps(av, b0, c30);
-    c31 = _mm256_fmadd_ps(av, b1, c31);
-    av = _mm256_broadcast_ss(ap + 4);
-    c40 = _mm256_fmadd_ps(av, b0, c40);
-    c41 = _mm256_fmadd_ps(av, b1, c41);
-    av = _mm256_broadcast_ss(ap + 5);
-    c50 = _mm256_fmadd_ps(av, b0, c50);
-    c51 = _mm256_fmadd_ps(av, b1, c51);
+    // Fully unrolled, so the 12 sums live in registers for the whole loop.
+#pragma GCC unroll 6
+    for (int r = 0; r < kMr; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + p * kMr + r);
+      sums[r][0] = _mm256_fmadd_ps(av, b0, sums[r][0]);
+      sums[r][1] = _mm256_fmadd_ps(av, b1, sums[r][1]);
+    }
   }
-  const __m256 sums[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21},
-                               {c30, c31}, {c40, c41}, {c50, c51}};
+#pragma GCC unroll 6
   for (int r = 0; r < kMr; ++r) {
     float* row = c + r * ldc;
     __m256 v0 = sums[r][0];
