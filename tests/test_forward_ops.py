@@ -1,11 +1,6 @@
 """The forward companions (SPEC §3): values of every implementation against the float64
 oracle, the reference against plain torch, chunking, determinism, bad input, torch.library."""
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -14,6 +9,7 @@ import ascend_ops
 from ascend_ops import testing
 from ascend_ops.testing import LossCase, OnlineCase
 
+import peak_memory
 from conftest import assert_matches, call_on_fake_tensors
 
 IMPLS = ["cpu", "reference"]
@@ -230,33 +226,14 @@ def test_compile_fullgraph_forward_with_dynamic_shapes():
         assert torch.equal(compiled[2], mask)
 
 
-PEAK_SCRIPT = """
-import pathlib, torch, ascend_ops
-def kb(field):
-    line = next(l for l in pathlib.Path('/proc/self/status').read_text().splitlines() if l.startswith(field))
-    return int(line.split()[1])
-bt, h, v = 4096, 64, 32000
-x, w = torch.randn(bt, h).bfloat16(), torch.randn(v, h).bfloat16()
-t = torch.randint(0, v, (bt,))
-ascend_ops.fused_linear_online_max_sum(x, w, t, 0, v)  # warm-up: thread pools, GEMM buffers
-before = kb('VmRSS')
-pathlib.Path('/proc/self/clear_refs').write_text('5')  # reset the peak to the current RSS
-ascend_ops.fused_linear_online_max_sum(x, w, t, 0, v)
-print((kb('VmHWM') - before) / 1024)
-"""
-
-
 def test_memory_saving_forward_never_holds_bt_by_v(gemm_engine):
     # [BT, V] float32 logits would be 4096 * 32000 * 4 B = 500 MiB; the kernel's row chunks
     # of 32 MiB / ((64 + 32000) * 4 B) = 261 rows keep it near 33 MiB (+ the widened block).
-    # glibc maps large blocks directly and returns them on free, so RSS follows live memory.
-    package_root = str(pathlib.Path(ascend_ops.__file__).parents[1])
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-c", PEAK_SCRIPT], capture_output=True, text=True,
-                            timeout=300, env=env)
-    assert result.returncode == 0, result.stderr
-    peak_extra_mib = float(result.stdout.split()[-1])
+    peak_extra_mib = peak_memory.peak_extra_mib(
+        "bt, h, v = 4096, 64, 32000\n"
+        "x, w = torch.randn(bt, h).bfloat16(), torch.randn(v, h).bfloat16()\n"
+        "t = torch.randint(0, v, (bt,))",
+        "ascend_ops.fused_linear_online_max_sum(x, w, t, 0, v)")
     assert peak_extra_mib < 120, f"peak extra memory {peak_extra_mib:.0f} MiB"  # measured: ~40
 
 

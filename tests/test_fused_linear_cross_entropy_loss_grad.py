@@ -1,10 +1,5 @@
 """fused_linear_cross_entropy_loss_grad: values of every implementation against the oracle."""
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -12,6 +7,7 @@ import ascend_ops
 from ascend_ops import testing
 from ascend_ops.testing import FlceCase
 
+import peak_memory
 from conftest import assert_matches, clone_inputs
 
 IMPLS = ["cpu", "reference", "sim"]
@@ -141,34 +137,14 @@ def test_deterministic_across_runs_and_thread_counts(mode, threads, gemm_engine)
         assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-FLCE_PEAK_SCRIPT = """
-import pathlib, sys, torch, ascend_ops
-from ascend_ops import testing
-def kb(field):
-    line = next(l for l in pathlib.Path('/proc/self/status').read_text().splitlines() if l.startswith(field))
-    return int(line.split()[1])
-bt, h, v, scratch = (int(a) for a in sys.argv[1:5])
-inputs = testing.flce_inputs(testing.FlceCase(bt, h, v, torch.bfloat16, testing.MEMORY_SAVING))
-kwargs = {"scratch_bytes": scratch} if scratch else {}
-ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, **kwargs)  # warm-up
-before = kb('VmRSS')
-pathlib.Path('/proc/self/clear_refs').write_text('5')  # reset the peak to the current RSS
-ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs, **kwargs)
-print((kb('VmHWM') - before) / 1024)
-"""
-
-
 def flce_peak_extra_mib(bt, h, v, scratch_bytes=0) -> float:
-    """One memory-saving call's peak resident memory above its inputs, in a fresh process
-    whose freed blocks go back to the system (so resident memory follows live memory)."""
-    package_root = str(pathlib.Path(ascend_ops.__file__).parents[1])
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0",
-           "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
-    env.pop("ASCEND_OPS_FLCE_SCRATCH_MIB", None)
-    result = subprocess.run([sys.executable, "-c", FLCE_PEAK_SCRIPT, *map(str, (bt, h, v, scratch_bytes))],
-                            capture_output=True, text=True, timeout=300, env=env)
-    assert result.returncode == 0, result.stderr
-    return float(result.stdout.split()[-1])
+    """One memory-saving call's peak resident memory above its inputs (peak_memory), with
+    `scratch_bytes` as its budget, or the default where 0."""
+    budget = f", scratch_bytes={scratch_bytes}" if scratch_bytes else ""
+    return peak_memory.peak_extra_mib(
+        f"inputs = testing.flce_inputs(testing.FlceCase({bt}, {h}, {v}, torch.bfloat16, testing.MEMORY_SAVING))",
+        f"ascend_ops.fused_linear_cross_entropy_loss_grad(**inputs{budget})",
+        drop_env=("ASCEND_OPS_FLCE_SCRATCH_MIB",))
 
 
 def test_memory_saving_stays_within_budget(gemm_engine):
