@@ -45,8 +45,11 @@ void avx2_bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, flo
   // Work items: column tiles (one per thread where n allows), and, where there are fewer
   // tiles than threads, row parts too. Tiny products stay on the calling thread.
   const int64_t threads = m * n * k >= (1LL << 22) ? std::max(1, at::get_num_threads()) : 1;
-  const int64_t tile_cols =
-      std::min(kMaxTileCols, ceil_div(ceil_div(n, threads), kAvx2Nr) * kAvx2Nr);
+  // Each thread's columns in equal tiles of at most kMaxTileCols: 16000 columns on two
+  // threads are 4 tiles of 4000, not 3 of 4096 and one of 3712 (one thread 5 % idle).
+  const int64_t thread_cols = ceil_div(n, threads);
+  const int64_t tiles_per_thread = ceil_div(thread_cols, kMaxTileCols);
+  const int64_t tile_cols = ceil_div(ceil_div(thread_cols, tiles_per_thread), kAvx2Nr) * kAvx2Nr;
   const int64_t col_tiles = ceil_div(n, tile_cols);
   const int64_t row_parts = std::min(ceil_div(threads, col_tiles), ceil_div(m, kMc));
   const int64_t part_rows = ceil_div(ceil_div(m, row_parts), kAvx2Mr) * kAvx2Mr;

@@ -161,14 +161,31 @@ void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, float* out) {
 void gemm_packed(int64_t rows, int64_t cols, int64_t kc, const float* a_packed,
                  const float* b_packed, float* c, int64_t ldc, bool accumulate) {
   alignas(32) float tile[kMr * kNr];  // a partial micro-tile, summed whole, stored in part
-  // Column panel outside, row panels inside: the B panel (kc x 16) stays in L1 while the
-  // A panels of the block stream past it from L2.
+  // Column panel outside, row panels inside: one B panel (kc x 16) is read by every A
+  // panel of the block, which stream past it from L2. While it is, the next B panel is
+  // fetched into L1, an equal share of its lines before each micro-kernel call; without
+  // that the first call on each panel waits for its lines from L3. Measured on an AMD
+  // EPYC (AVX2 only, 2 threads), with against without, median time ratio of alternating
+  // pairs: 0.94-0.96 on the training step's three products alone, 0.90 on the whole step
+  // at (4096, 4096, 16000). Prefetching the A panels too gained nothing.
+  static_assert(kNr * sizeof(float) == 64, "a B panel's K step is one cache line");
+  const int64_t panel_lines = kc;
+  const int64_t row_panels = (rows + kMr - 1) / kMr;
+  const int64_t lines_per_call = (panel_lines + row_panels - 1) / row_panels;
   for (int64_t j = 0; j < cols; j += kNr) {
     const int64_t nr = min64(kNr, cols - j);
     const float* b = b_packed + (j / kNr) * kc * kNr;
+    const char* next_b = j + kNr < cols ? reinterpret_cast<const char*>(b + kc * kNr) : nullptr;
     for (int64_t i = 0; i < rows; i += kMr) {
       const int64_t mr = min64(kMr, rows - i);
       const float* a = a_packed + (i / kMr) * kc * kMr;
+      if (next_b != nullptr) {
+        const int64_t first = (i / kMr) * lines_per_call;
+        const int64_t last = min64(panel_lines, first + lines_per_call);
+        for (int64_t line = first; line < last; ++line) {
+          _mm_prefetch(next_b + line * 64, _MM_HINT_T0);
+        }
+      }
       if (mr == kMr && nr == kNr) {
         micro_kernel(kc, a, b, c + i * ldc + j, ldc, accumulate);
         continue;
