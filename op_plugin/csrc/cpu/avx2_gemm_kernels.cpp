@@ -160,6 +160,9 @@ void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, float* out) {
 
 void gemm_packed(int64_t rows, int64_t cols, int64_t kc, const float* a_packed,
                  const float* b_packed, float* c, int64_t ldc, bool accumulate) {
+  if (rows <= 0 || cols <= 0) {
+    return;
+  }
   alignas(32) float tile[kMr * kNr];  // a partial micro-tile, summed whole, stored in part
   // Column panel outside, row panels inside: one B panel (kc x 16) is read by every A
   // panel of the block, which stream past it from L2. While it is, the next B panel is
