@@ -1,4 +1,5 @@
-"""One call's peak resident memory, measured in a fresh Python process (Linux)."""
+"""One call's peak resident memory, measured in a fresh Python process (Linux), with the
+benchmarks' own helpers (scripts/worker_processes.py)."""
 
 from __future__ import annotations
 
@@ -9,32 +10,36 @@ import sys
 
 import ascend_ops
 
+SCRIPTS = pathlib.Path(__file__).resolve().parents[1] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+from worker_processes import live_memory_env  # noqa: E402
+
 SCRIPT = """
-import pathlib, sys, torch, ascend_ops
+import sys, torch, ascend_ops
 from ascend_ops import testing
-def kb(field):
-    line = next(l for l in pathlib.Path('/proc/self/status').read_text().splitlines() if l.startswith(field))
-    return int(line.split()[1])
+sys.path.insert(0, {scripts!r})
+from worker_processes import reset_peak_rss, status_kb
 {setup}
 {call}  # warm-up: thread pools, GEMM buffers
-before = kb('VmRSS')
-pathlib.Path('/proc/self/clear_refs').write_text('5')  # reset the peak to the current RSS
+before = status_kb('VmRSS')
+reset_peak_rss()
 {call}
-print((kb('VmHWM') - before) / 1024)
+print((status_kb('VmHWM') - before) / 1024)
 """
 
 
 def peak_extra_mib(setup: str, call: str, drop_env: tuple[str, ...] = ()) -> float:
     """Runs `setup`, then `call` twice, in a fresh Python; returns the second call's peak
-    resident memory above what was resident before it, in MiB. glibc maps large blocks
-    directly and returns them on free there, so resident memory follows live memory.
-    `drop_env`: environment variables the child must not see."""
+    resident memory above what was resident before it, in MiB. The child runs under
+    live_memory_env (resident memory follows live memory). `drop_env`: environment
+    variables the child must not see."""
     package_root = str(pathlib.Path(ascend_ops.__file__).parents[1])
-    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0",
+    env = {**live_memory_env(),
            "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     for name in drop_env:
         env.pop(name, None)
-    result = subprocess.run([sys.executable, "-c", SCRIPT.format(setup=setup, call=call)],
-                            capture_output=True, text=True, timeout=300, env=env)
+    script = SCRIPT.format(scripts=str(SCRIPTS), setup=setup, call=call)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300, env=env)
     assert result.returncode == 0, result.stderr
     return float(result.stdout.split()[-1])
