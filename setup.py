@@ -4,6 +4,12 @@
 op_plugin/config/ascend_ops.yaml), the shared validation and the CPU kernels.
 `ascend_ops._ascendc_sim` is the Ascend C kernels (ascendc_kernels/) built against the
 project's CPU simulator: plain C++, no torch headers, loaded with ctypes (impl="sim").
+`ascend_ops._cann_flce_tiling` is the FLCE op's TilingFunc (its op_host/_def.cpp, as
+shipped) compiled against CANN's own host Matmul tiling library (asc-devkit, built by
+../shared/tools/cann-matmul-tiling, or ASCEND_OPS_CANN_MATMUL_TILING) with our TilingContext
+stand-in (ascendc_kernels/cann_host); plain C++, loaded with ctypes. impl="sim" runs the FLCE
+kernel with the tiling data it returns; without the tool it is not built (a warning) and
+impl="sim" cannot run FLCE.
 `ascend_ops._npu`, the NPU adapter (op_plugin/csrc/npu), is built against torch_npu's
 headers and libtorch_npu.so when torch_npu is installed; ASCEND_OPS_NPU chooses:
   auto (default): build it when torch_npu is installed in a version the adapter is
@@ -21,6 +27,7 @@ import importlib.metadata
 import importlib.util
 import os
 import pathlib
+import subprocess
 import sys
 import warnings
 
@@ -63,6 +70,36 @@ def simulator_extension() -> Extension:
         include_dirs=[str(kernels / "sim" / "include")],  # absolute: ninja runs in build/
         extra_compile_args=["-std=c++17", "-O2", "-pthread"],
         extra_link_args=["-pthread"],
+        language="c++",
+    )
+
+
+def cann_tiling_extension() -> Extension | None:
+    """The FLCE TilingFunc against CANN's Matmul tiling library, or None without the tool."""
+    default = ROOT.parent / "shared" / "tools" / "cann-matmul-tiling"
+    tool = pathlib.Path(os.environ.get("ASCEND_OPS_CANN_MATMUL_TILING", default))
+    if not (tool / "build.sh").is_file():
+        if os.environ.get("ASCEND_OPS_REQUIRE_CANN_TILING") == "1":  # .ci/run: CI has ../shared
+            sys.exit(f"ASCEND_OPS_REQUIRE_CANN_TILING=1 but there is no CANN Matmul tiling tool at {tool}")
+        warnings.warn(f"no CANN Matmul tiling tool at {tool} (../shared beside the clone, or "
+                      "ASCEND_OPS_CANN_MATMUL_TILING): ascend_ops._cann_flce_tiling is not built and "
+                      "impl='sim' cannot run fused_linear_cross_entropy_loss_grad", stacklevel=1)
+        return None
+    # The library compiles asc-devkit where it lies; its output stays in build/ (licence).
+    out = ROOT / "build" / "cann-matmul-tiling"
+    subprocess.run([str(tool / "build.sh"), str(out)], check=True)
+    cflags = (out / "cflags").read_text().split()
+    ldflags = (out / "ldflags").read_text().split()
+    kernels = ROOT / "ascendc_kernels"
+    op = kernels / "fused_linear_cross_entropy_loss_grad" / "op_host"
+    return Extension(
+        "ascend_ops._cann_flce_tiling",
+        [relative(kernels / "cann_host" / "flce_tiling_host.cpp"),
+         relative(op / "fused_linear_cross_entropy_loss_grad_def.cpp")],
+        include_dirs=[str(kernels / "cann_host" / "include")] + [f[2:] for f in cflags if f.startswith("-I")],
+        extra_compile_args=[f for f in cflags if not f.startswith("-I")] + ["-O2"],
+        extra_objects=[f for f in ldflags if f.endswith(".a")],
+        extra_link_args=[f for f in ldflags if not f.endswith(".a")],
         language="c++",
     )
 
@@ -118,6 +155,8 @@ extensions = [
     ),
     simulator_extension(),
 ]
+if (cann_tiling := cann_tiling_extension()) is not None:
+    extensions.append(cann_tiling)
 if (npu := npu_extension()) is not None:
     extensions.append(npu)
 

@@ -203,10 +203,10 @@ def test_flce_tiling_func_takes_its_matmul_tilings_from_cann_s_library():
     for call in ("SetDim(1)", "SetFixSplit(r.baseM, r.baseN, r.baseK)", "SetTraverse(matmul_tiling::MatrixTraverse::FIRSTM)",
                  "SetBufferSpace(", "GetTiling(out) != -1"):
         assert call in source, call
-    # The same requests as the simulator's port (FlceMatmulRequests), one per Matmul, in the
-    # tiling data the kernel hands to MatmulImpl::Init.
+    # One request of FlceMatmulRequests per Matmul, into the tiling data the kernel hands to
+    # MatmulImpl::Init (tests/test_cann_tiling.py runs this TilingFunc against the library).
     assert "FlceMatmulRequests(" in source
-    assert re.findall(r"CannCubeTiling\(ascendc, requests\[(\d)\], (\w+), (\w+), dtype, d\.(\w+)\)", source) == [
+    assert re.findall(r"CannCubeTiling\(ascendc, l1, requests\[(\d)\], (\w+), (\w+), dtype, d\.(\w+)\)", source) == [
         ("0", "false", "true", "logitsMm"), ("1", "false", "false", "inputGradMm"),
         ("2", "true", "false", "weightGradMm")]
 

@@ -235,6 +235,16 @@ MIX_RULES = {
     "tiling_k_steps_not_multiples": (36, "AIC 1/2", "REGIST_MATMUL_OBJ", "one must be a multiple of the other"),
     "tiling_depth_not_whole_l1_fills": (37, "AIC 1/2", "REGIST_MATMUL_OBJ", "must be 1 or 2 L1 fills"),
     "batch_tiling_on_a_plain_matmul": (38, "AIC 1/2", "REGIST_MATMUL_OBJ", "batch matmul and those features"),
+    # Two objects on one TPipe share L1/L0C from one address (kernel_tpipe_base.h): the
+    # second may load only after the first's End().
+    "second_matmul_before_the_first_s_end": (39, "AIC 1/2", "Matmul::IterateAll",
+                                             "Matmul object 2 loads L1 and L0C while object 1 has not called "
+                                             "End(): every Matmul object on one TPipe starts at the same L1 and "
+                                             "L0C address"),
+    # On the device GetUserWorkspace returns the workspace + RESERVED_WORKSPACE (16 MiB).
+    "system_workspace_not_reserved_workspace": (41, "A", "GetUserWorkspace",
+                                                "the host reserved 4096 bytes of system workspace"),
+    "user_workspace_of_another_pointer": (42, "A", "GetUserWorkspace", "the argument is not the launch's workspace"),
 }
 
 
@@ -303,6 +313,13 @@ def test_syncall_in_a_mix_launch_counts_two_vector_cores_per_ai_core():
     error, _, _ = _sim.run_selftest_mix(28, blocks=ai_cores + 1)
     assert error is not None and ", SyncAll: " in error, error
     assert f"SyncAll with blockDim {ai_cores + 1} ({2 * ai_cores + 2} vector cores) > the {2 * ai_cores} vector" in error
+
+
+def test_a_second_matmul_after_the_first_s_end_runs_clean():
+    # The allowed form of the shared-L1 rule's violation (bug 39): End() between the objects.
+    error, y, (a, b) = _sim.run_selftest_mix(40, blocks=2)
+    assert error is None, error
+    _assert_mix_result(y, a, b, 2)
 
 
 @pytest.mark.parametrize("rule", list(MIX_RULES))

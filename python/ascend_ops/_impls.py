@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _extension, _npu_adapter, _sim
+from . import _cann_tiling, _extension, _npu_adapter, _sim
 
 __all__ = ["ImplStatus", "available_impls", "IMPLS"]
 
@@ -64,6 +64,9 @@ def available_impls(op: str | None = None) -> dict[str, ImplStatus]:
                 reason = _npu_adapter.op_unavailable_reason(name, op)
                 if reason is not None:
                     status[name] = ImplStatus(False, reason)
+    if op == "fused_linear_cross_entropy_loss_grad" and status["sim"].available and _cann_tiling.unavailable:
+        # The simulator runs FLCE only with the tiling its CANN TilingFunc produces.
+        status["sim"] = ImplStatus(False, _cann_tiling.unavailable)
     if op is not None:
         for name in IMPLS:
             if name not in OP_IMPLS[op]:
@@ -90,6 +93,8 @@ def resolve(impl: str, device: torch.device, op: str) -> str:
         raise RuntimeError(f"impl='auto': no implementation of {op} runs on {device} tensors "
                            f"({reasons})")
     if not status[impl].available:
+        if impl == "sim" and status[impl].reason == _cann_tiling.unavailable:
+            raise _cann_tiling.CannTilingUnavailable(f"impl='sim' cannot run {op}: {_cann_tiling.unavailable}")
         raise RuntimeError(f"impl={impl!r} is not available: {status[impl].reason}")
     if impl in ("cpu", "sim") and device.type != "cpu":
         raise ValueError(f"impl={impl!r} needs CPU tensors, got tensors on {device}")

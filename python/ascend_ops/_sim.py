@@ -2,7 +2,10 @@
 
 `ascend_ops._ascendc_sim` is a plain C++ library built by setup.py from the kernels, their
 host tiling and the simulator (ascendc_kernels/sim); it is loaded with ctypes. Each op
-runs like its aclnn two-phase API: ask for the workspace size, allocate it, run. Any
+runs like its aclnn two-phase API: ask for the workspace size, allocate it, run. FLCE
+gets its tiling data, key, blockDim and workspace size from its CANN TilingFunc, run on
+the host against CANN's own Matmul tiling library (`_cann_tiling`); without that library
+it cannot run (`CannTilingUnavailable`). Any
 simulator rule a kernel breaks raises `SimulatorError` naming the kernel, block and call.
 """
 
@@ -15,6 +18,8 @@ import pathlib
 from dataclasses import dataclass
 
 import torch
+
+from . import _cann_tiling
 
 __all__ = ["SimulatorError", "Counters", "load_error", "last_counters", "platform_910b",
            "batch_norm_reduce_backward", "fused_linear_cross_entropy_loss_grad"]
@@ -155,9 +160,8 @@ if _lib is not None:
         _u64, _u64, _u64, _u32, _u32, _int, _int, _int, _u32, ctypes.POINTER(_u64)]
     _lib.asim_batch_norm_reduce_backward.argtypes = [
         _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _vp, _u64, _u64, _u64, _u64, _u32, _u32, _int, _int, _int, _u32]
-    _lib.asim_fused_linear_cross_entropy_loss_grad_workspace_size.argtypes = [
-        ctypes.POINTER(_FlceArgs), ctypes.POINTER(_u64), ctypes.POINTER(_u64)]
-    _lib.asim_fused_linear_cross_entropy_loss_grad.argtypes = [ctypes.POINTER(_FlceArgs), _vp, _u64]
+    _lib.asim_fused_linear_cross_entropy_loss_grad.argtypes = [
+        ctypes.POINTER(_FlceArgs), _vp, _u64, _u32, _u64, _vp, _u64]
     _lib.asim_run_selftest_kernel.argtypes = [ctypes.c_int32, _u32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_mix.argtypes = [ctypes.c_int32, _u32, _vp, _vp, _vp, ctypes.c_char_p, _u64]
@@ -266,12 +270,36 @@ def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, maske
         _ptr(logits_max), _ptr(sum_exp_logits), _ptr(softmax), _ptr(input_grad), _ptr(weight_grad),
         bt, h, v, _DTYPE_CODE[input.dtype], target_mask.dtype == torch.uint8,
         masked_target.dtype == torch.int64, ai_cores)
-    workspace_bytes, block_dim = _u64(), _u64()
-    _check(lib.asim_fused_linear_cross_entropy_loss_grad_workspace_size(
-        ctypes.byref(args), ctypes.byref(workspace_bytes), ctypes.byref(block_dim)))
-    workspace = torch.empty(max(workspace_bytes.value, 1), dtype=torch.uint8)
-    _check(lib.asim_fused_linear_cross_entropy_loss_grad(ctypes.byref(args), _ptr(workspace), workspace_bytes.value))
+    if bt == 0 or h == 0:  # nothing to launch: weight_grad is zero (the NPU adapter does not call the op)
+        _check(lib.asim_fused_linear_cross_entropy_loss_grad(ctypes.byref(args), None, 0, 0, 0, None, 0))
+        return input_grad, weight_grad
+    tiling = flce_tiling_func(bt, h, v, input.dtype, softmax is None, masked_target.dtype == torch.int64, ai_cores)
+    workspace = torch.empty(tiling.workspace_bytes, dtype=torch.uint8)
+    _check(lib.asim_fused_linear_cross_entropy_loss_grad(
+        ctypes.byref(args), ctypes.byref(flce_tiling_data(tiling)), tiling.tiling_key, tiling.block_dim, tiling.workspace_bytes,
+        _ptr(workspace), tiling.workspace_bytes))
     return input_grad, weight_grad
+
+
+def flce_tiling_func(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving: bool, target64: bool,
+                     ai_cores: int = 0) -> _cann_tiling.FlceTilingFuncResult:
+    """The FLCE TilingFunc's answer for this call (CANN's Matmul tiling inside), as the
+    simulator launches it; raises SimulatorError if the TilingFunc fails, and
+    CannTilingUnavailable when it was not built."""
+    result = _cann_tiling.flce_tiling(bt, h, v, bf16=dtype == torch.bfloat16, mode=0 if memory_saving else 1,
+                                      target64=target64, ai_cores=ai_cores)
+    if not result.ok:
+        raise SimulatorError(f"fused_linear_cross_entropy_loss_grad: the TilingFunc failed for BT={bt} H={h} "
+                             f"V={v} (GRAPH_FAILED){': ' + result.log.strip() if result.log.strip() else ''}")
+    if len(result.tiling) != ctypes.sizeof(FlceTilingData):
+        raise SimulatorError(f"the TilingFunc wrote {len(result.tiling)} bytes of tiling data, the simulator's "
+                             f"FlceTilingData has {ctypes.sizeof(FlceTilingData)}")
+    return result
+
+
+def flce_tiling_data(result: _cann_tiling.FlceTilingFuncResult) -> FlceTilingData:
+    """The TilingFunc's raw tiling data as the kernel reads it."""
+    return FlceTilingData.from_buffer_copy(result.tiling)
 
 
 def run_selftest_kernel(bug: int, blocks: int = 2) -> tuple[str | None, torch.Tensor]:

@@ -1,6 +1,9 @@
-// CANN side of AscendOpsFusedLinearCrossEntropyLossGrad (built only by build.sh with
-// ASCEND_HOME_PATH set; not compiled in this repository's CI): the OpDef, InferShape/
-// InferDataType and the TilingFunc wrapper around the plain C++ tiling function.
+// CANN side of AscendOpsFusedLinearCrossEntropyLossGrad: the OpDef, InferShape/
+// InferDataType and the TilingFunc wrapper around the plain C++ tiling function. Built
+// into the op package by build.sh (ASCEND_HOME_PATH set), and, as it is, on the host
+// against CANN's real Matmul tiling library with our TilingContext stand-in
+// (../../cann_host: setup.py builds it when ../shared/tools/cann-matmul-tiling is there);
+// the tests call this TilingFunc and impl="sim" runs the kernel with its tiling data.
 //
 // The op type is ours (never CANN's built-in FusedLinearCrossEntropyLossGrad); inputs,
 // optionality, the attribute and dtypes are those of aclnnFusedLinearCrossEntropyLossGrad:
@@ -25,24 +28,25 @@
 
 namespace optiling {
 
-// One Matmul's TCubeTiling from CANN's tiling library, asked exactly what
-// FlceCubeTiling (the simulator's port of its rules) answers for: one core, A/B in GM
-// (ND, the input dtype, B transposed for the logits, A transposed for Gᵀ·x_b), C fp32 in
-// GM, the task's shape, our fixed base block, M-first traversal, the object's L1 share.
-static bool CannCubeTiling(const platform_ascendc::PlatformAscendC& ascendc,
+// One Matmul's TCubeTiling from CANN's tiling library: one core, A/B in GM (ND, the input
+// dtype, B transposed for the logits, A transposed for Gᵀ·x_b), C fp32 in GM, the task's
+// shape, the request's fixed base block (clamped to the problem by FlceMatmulRequests),
+// M-first traversal, and the object's L1 budget within the L1 the chip reports.
+static bool CannCubeTiling(const platform_ascendc::PlatformAscendC& ascendc, uint64_t chipL1,
                            const ascend_ops_kernels::FlceMatmulRequest& r, bool transA, bool transB,
                            matmul_tiling::DataType dtype, AscendC::tiling::TCubeTiling& out) {
   matmul_tiling::MultiCoreMatmulTiling mm(ascendc);
-  mm.SetDim(1);
+  if (mm.SetDim(1) != 0) return false;
   mm.SetAType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, dtype, transA);
   mm.SetBType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, dtype, transB);
   mm.SetCType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
   mm.SetBias(false);
-  mm.SetShape(r.m, r.n, r.k);
-  mm.SetOrgShape(r.m, r.n, r.k);
-  mm.SetFixSplit(r.baseM, r.baseN, r.baseK);
+  if (mm.SetShape(r.m, r.n, r.k) != 0 || mm.SetOrgShape(r.m, r.n, r.k) != 0) return false;
+  // A refused SetFixSplit or SetBufferSpace would be silently ignored by GetTiling.
+  if (mm.SetFixSplit(r.baseM, r.baseN, r.baseK) != 0) return false;
   mm.SetTraverse(matmul_tiling::MatrixTraverse::FIRSTM);
-  mm.SetBufferSpace(static_cast<int32_t>(r.l1Budget), -1, -1);
+  const uint64_t l1 = r.l1Budget < chipL1 ? r.l1Budget : chipL1;
+  if (mm.SetBufferSpace(static_cast<int32_t>(l1), -1, -1) != 0) return false;
   return mm.GetTiling(out) != -1;
 }
 
@@ -52,9 +56,11 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   const float labelSmoothing = *context->GetAttrs()->GetAttrPointer<float>(0);
   if (labelSmoothing != 0.0f) return ge::GRAPH_FAILED;  // SPEC §1: only 0.0 is supported
   const bool highPerformance = context->GetOptionalInputShape(kSoftmax) != nullptr;
-  const bool memorySaving = context->GetOptionalInputShape(kLogitsMax) != nullptr &&
-                            context->GetOptionalInputShape(kSumExpLogits) != nullptr;
-  if (highPerformance == memorySaving) return ge::GRAPH_FAILED;  // exactly one mode's inputs
+  const bool logitsMax = context->GetOptionalInputShape(kLogitsMax) != nullptr;
+  const bool sumExpLogits = context->GetOptionalInputShape(kSumExpLogits) != nullptr;
+  const bool memorySaving = logitsMax && sumExpLogits;
+  // Exactly one mode's inputs: softmax alone, or logits_max and sum_exp_logits without it.
+  if (highPerformance ? (logitsMax || sumExpLogits) : !memorySaving) return ge::GRAPH_FAILED;
 
   const gert::Shape& input = context->GetInputShape(kInput)->GetStorageShape();    // [BT, H]
   const gert::Shape& weight = context->GetInputShape(kWeight)->GetStorageShape();  // [V, H]
@@ -94,16 +100,16 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   // op (op_plugin's FLCE adapter), so a tiling with no block is an error here, never
   // SetBlockDim(0).
   if (!tiling.error.empty() || tiling.blockDim == 0) return ge::GRAPH_FAILED;
-  // The three Matmul tilings from CANN's library (the plain tiling's are its port), then
-  // checked together against the chip's cube buffers.
+  // The three Matmul tilings from CANN's library, then checked against the chip's cube
+  // buffers (the plain tiling leaves them to this call).
   ascend_ops_kernels::FlceMatmulRequest requests[3];
-  ascend_ops_kernels::FlceMatmulRequests(static_cast<int32_t>(shape.h), 2, requests);
+  ascend_ops_kernels::FlceMatmulRequests(static_cast<int32_t>(shape.h), requests);
   const auto dtype = shape.dtype == ascend_ops_kernels::kBFloat16 ? matmul_tiling::DataType::DT_BF16
                                                                   : matmul_tiling::DataType::DT_FLOAT16;
   auto& d = tiling.data;
-  if (!CannCubeTiling(ascendc, requests[0], false, true, dtype, d.logitsMm) ||
-      !CannCubeTiling(ascendc, requests[1], false, false, dtype, d.inputGradMm) ||
-      !CannCubeTiling(ascendc, requests[2], true, false, dtype, d.weightGradMm))
+  if (!CannCubeTiling(ascendc, l1, requests[0], false, true, dtype, d.logitsMm) ||
+      !CannCubeTiling(ascendc, l1, requests[1], false, false, dtype, d.inputGradMm) ||
+      !CannCubeTiling(ascendc, l1, requests[2], true, false, dtype, d.weightGradMm))
     return ge::GRAPH_FAILED;
   const AscendC::tiling::TCubeTiling mms[] = {d.logitsMm, d.inputGradMm, d.weightGradMm};
   if (!ascend_ops_kernels::FlceCubeBufferError(mms, 3, platform).empty()) return ge::GRAPH_FAILED;
@@ -113,6 +119,7 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   context->SetScheduleMode(1);
   context->SetTilingKey(tiling.tilingKey);
   auto* raw = context->GetRawTilingData();
+  if (raw->GetCapacity() < sizeof(tiling.data)) return ge::GRAPH_FAILED;
   std::memcpy(raw->GetData(), &tiling.data, sizeof(tiling.data));
   raw->SetDataSize(sizeof(tiling.data));
   size_t* workspace = context->GetWorkspaceSizes(1);

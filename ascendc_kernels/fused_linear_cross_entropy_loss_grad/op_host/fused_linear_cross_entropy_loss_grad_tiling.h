@@ -1,6 +1,8 @@
 // Host tiling of fused_linear_cross_entropy_loss_grad, one MIX kernel (AIC:AIV = 1:2): a
 // pure function of the shapes, dtypes, mode and platform facts. Unit tested on CPU
-// (tests/test_ascendc_tiling.py); the simulator's host side and the CANN TilingFunc use it.
+// (tests/test_ascendc_tiling.py). The CANN TilingFunc (…_def.cpp) calls it and adds the
+// three Matmul tilings from CANN's MultiCoreMatmulTiling; the simulator runs what that
+// TilingFunc produces (compiled on the host: ascendc_kernels/cann_host).
 //
 // The work is BT x V cut into tasks of kFlceRowBlock rows x kFlceColBlock vocabulary
 // columns, dealt round-robin to the cube cores. Per task the cube computes the fp32
@@ -45,62 +47,29 @@ constexpr uint64_t kFlceSysWorkspaceBytes = 16ull << 20;
 constexpr uint64_t kFlceWorkspaceAlign = 512;
 
 // One Matmul of the kernel as CANN's MultiCoreMatmulTiling is told it (the TilingFunc's
-// calls): SetDim(1) (each task's Matmul runs on one cube core), A and B in GM, ND, half
-// or bfloat16 (B transposed for the logits), C fp32 in GM, SetShape = SetOrgShape =
-// (m, n, k), SetFixSplit(baseM, baseN, baseK), SetTraverse(FIRSTM), no bias, and
-// SetBufferSpace(l1Budget): the object's share of L1 (the three objects live in L1 at once).
+// calls, op_host/…_def.cpp): SetDim(1) (each task's Matmul runs on one cube core), A and B
+// in GM, ND, half or bfloat16 (B transposed for the logits, A for Gᵀ·x_b), C fp32 in GM,
+// SetShape = SetOrgShape = (m, n, k), SetFixSplit(baseM, baseN, baseK),
+// SetTraverse(FIRSTM), no bias, SetBufferSpace(l1Budget). The library fills every
+// TCubeTiling field from this; nothing here predicts its answer.
 struct FlceMatmulRequest {
   int32_t m, n, k;
   int32_t baseM, baseN, baseK;
-  uint32_t elemBytes;  // A and B
-  uint64_t l1Budget;   // bytes
+  uint64_t l1Budget;   // bytes of L1 the object may use
 };
 
-// The TCubeTiling MultiCoreMatmulTiling::GetTiling gives for such a request on A2/A3, by
-// the rules it applies to it (asc-devkit impl/adv_api/tiling/matmul), in our own code:
-// - one core: usedCoreNum 1, singleCore = the shape, M/N/Ka/Kb = the org shape;
-// - the fixed base block; L0A (L0B) double-buffered unless baseM (baseN) 32-byte rows
-//   take more than half of it, L0C double-buffered unless baseM x baseN x 32 bytes do;
-// - L1: B is loaded one baseK step at a time, double-buffered (stepKb 1, depthB1 2); A
-//   keeps all of K resident when its whole panel fits the budget beside B's two steps
-//   (stepKa = depthA1 = K / baseK: loaded once per M block), else one step at a time,
-//   double-buffered; one M and N block per load (stepM = stepN = 1);
-// - iterateOrder 0 (FIRSTM); shareL1Size = the A and B buffers, shareL0CSize one L0C
-//   block, shareUbSize and transLength 0 (A2/A3 move ND data into L1 without UB).
-// What the library would choose beyond these rules (another stepKa, stepM > 1) is not
-// reproduced; the real call replaces this result on the NPU (op_host/…_def.cpp) and the
-// simulator checks whichever tiling it is given (sim/src/matmul.cpp CheckCubeTiling).
-inline AscendC::tiling::TCubeTiling FlceCubeTiling(const FlceMatmulRequest& r, const PlatformFacts& platform) {
-  AscendC::tiling::TCubeTiling t{};
-  t.usedCoreNum = 1;
-  t.M = r.m; t.N = r.n; t.Ka = r.k; t.Kb = r.k;
-  t.singleCoreM = r.m; t.singleCoreN = r.n; t.singleCoreK = r.k;
-  t.baseM = r.baseM; t.baseN = r.baseN; t.baseK = r.baseK;
-  constexpr int64_t kC0Bytes = 32;
-  t.dbL0A = int64_t(r.baseM) * kC0Bytes > platform.l0aBytes / 2 ? 1 : 2;
-  t.dbL0B = int64_t(r.baseN) * kC0Bytes > platform.l0bBytes / 2 ? 1 : 2;
-  t.dbL0C = int64_t(r.baseM) * r.baseN * kC0Bytes > platform.l0cBytes / 2 ? 1 : 2;
-  const uint64_t aStep = uint64_t(r.baseM) * r.baseK * r.elemBytes, bStep = uint64_t(r.baseN) * r.baseK * r.elemBytes;
-  const int32_t kSteps = static_cast<int32_t>(CeilDiv(uint64_t(Max(r.k, 1)), uint64_t(r.baseK)));
-  t.stepM = 1; t.stepN = 1;
-  t.stepKb = 1; t.depthB1 = 2;
-  const bool aResident = kSteps > 1 && uint64_t(kSteps) * aStep + 2 * bStep <= r.l1Budget;
-  t.stepKa = aResident ? kSteps : 1;
-  t.depthA1 = aResident ? kSteps : 2;
-  t.iterateOrder = 0;
-  t.shareMode = 0;
-  t.shareL1Size = static_cast<int32_t>(uint64_t(t.depthA1) * aStep + uint64_t(t.depthB1) * bStep);
-  t.shareL0CSize = r.baseM * r.baseN * 4;
-  t.batchM = t.batchN = t.singleBatchM = t.singleBatchN = 1;
-  return t;
-}
-
-// The L1 share of each of the three Matmuls (SetBufferSpace): together 320 KiB of the 512.
+// Each object's L1 budget. All Matmul objects of one TPipe start at the same L1 (and L0C)
+// address (asc-devkit impl/basic_api/kernel_tpipe_base.h, InitShareBufStart /
+// AuxShareBufStart), so the budgets do not add up: each object uses the shared space in
+// turn, and the kernel calls End() on one before the next loads (the simulator checks it).
+// The TilingFunc passes min(budget, the L1 PlatformAscendC reports: 524032 bytes on A2/A3,
+// 256 short of 512 KiB). These budgets keep stepM = stepN = 1 for every H (more L1 makes
+// the library hold two N blocks of B per load, stepN 2, which the simulator does not model).
 constexpr uint64_t kFlceLogitsL1 = 96 << 10, kFlceInputGradL1 = 128 << 10, kFlceWeightGradL1 = 96 << 10;
 
-// What the three Matmuls need of the cube core's buffers (half operands, fp32 C): each
-// one's base blocks in L0A/L0B/L0C, and all three objects' L1 together (they are
-// initialised at once). Empty when the platform's buffers hold them.
+// What the three Matmuls' tilings need of the cube core's buffers (half operands, fp32
+// C): each one's base blocks in L0A/L0B/L0C, and the largest L1 share (the objects share
+// L1 from one address, see above). Empty when the platform's buffers hold them.
 inline std::string FlceCubeBufferError(const AscendC::tiling::TCubeTiling* mms, int count, const PlatformFacts& platform) {
   uint64_t l1 = 0;
   for (int i = 0; i < count; ++i) {
@@ -110,19 +79,25 @@ inline std::string FlceCubeBufferError(const AscendC::tiling::TCubeTiling* mms, 
     if (l0a > platform.l0aBytes) return "a Matmul base block needs " + std::to_string(l0a) + " bytes of L0A, the platform has " + std::to_string(platform.l0aBytes);
     if (l0b > platform.l0bBytes) return "a Matmul base block needs " + std::to_string(l0b) + " bytes of L0B, the platform has " + std::to_string(platform.l0bBytes);
     if (l0c > platform.l0cBytes) return "a Matmul base block needs " + std::to_string(l0c) + " bytes of L0C, the platform has " + std::to_string(platform.l0cBytes);
-    l1 += uint64_t(m.shareL1Size);
+    l1 = Max(l1, uint64_t(m.shareL1Size));
   }
-  if (l1 > platform.l1Bytes) return "the Matmuls need " + std::to_string(l1) + " bytes of L1, the platform has " + std::to_string(platform.l1Bytes);
+  if (l1 > platform.l1Bytes) return "a Matmul needs " + std::to_string(l1) + " bytes of L1, the platform has " + std::to_string(platform.l1Bytes);
   return "";
 }
 
-// The three requests for a hidden size h (the shapes are a task's, the last tasks use
-// part of them through SetSingleShape).
-inline void FlceMatmulRequests(int32_t h, uint32_t elemBytes, FlceMatmulRequest (&out)[3]) {
+// The three requests for a hidden size h >= 1 (the shapes are a task's; the last tasks
+// use part of them through SetSingleShape). A fixed baseN is the only N factor the library
+// tries, and it gives up (GetTiling -1) when baseN exceeds N rounded up to the 16-row
+// fractal (matmul_tiling_algorithm.cpp, :403-404 / :436-437), so baseN is clamped to
+// RoundUp(h, 16); M and K are the task's own block sizes, which the fixed baseM covers
+// exactly. The fixed baseK is a hint the library does not impose (it lowers it for a
+// small K, and may raise it).
+inline void FlceMatmulRequests(int32_t h, FlceMatmulRequest (&out)[3]) {
   const int32_t rb = kFlceRowBlock, cb = kFlceColBlock;
-  out[0] = FlceMatmulRequest{rb, cb, h, 128, 256, 64, elemBytes, kFlceLogitsL1};      // x_b · w_bᵀ
-  out[1] = FlceMatmulRequest{rb, h, cb, 128, 256, 64, elemBytes, kFlceInputGradL1};   // G · w_b
-  out[2] = FlceMatmulRequest{cb, h, rb, 256, 128, 64, elemBytes, kFlceWeightGradL1};  // Gᵀ · x_b
+  const int32_t hBlock = static_cast<int32_t>(RoundUpTo(uint64_t(Max(h, 1)), 16));
+  out[0] = FlceMatmulRequest{rb, cb, h, 128, 256, 64, kFlceLogitsL1};                                   // x_b · w_bᵀ
+  out[1] = FlceMatmulRequest{rb, h, cb, 128, static_cast<int32_t>(Min(256, hBlock)), 64, kFlceInputGradL1};   // G · w_b
+  out[2] = FlceMatmulRequest{cb, h, rb, 256, static_cast<int32_t>(Min(128, hBlock)), 64, kFlceWeightGradL1};  // Gᵀ · x_b
 }
 
 inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad(
@@ -160,16 +135,9 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
   d.ringBytes = RoundUpTo(2 * (d.logitsSlotBytes + d.gSlotBytes), kFlceWorkspaceAlign);
   d.accOffset = uint64_t(d.cubeCores) * d.ringBytes;
   d.userWorkspaceBytes = d.accOffset + (shape.bt + shape.v) * shape.h * 4;
-  // H = 0 launches nothing; the tilings still describe a 1-wide Matmul (positive shapes).
-  const int32_t h = static_cast<int32_t>(Max(shape.h, 1));
-  FlceMatmulRequest requests[3];
-  FlceMatmulRequests(h, static_cast<uint32_t>(e), requests);
-  d.logitsMm = FlceCubeTiling(requests[0], platform);
-  d.inputGradMm = FlceCubeTiling(requests[1], platform);
-  d.weightGradMm = FlceCubeTiling(requests[2], platform);
-  const AscendC::tiling::TCubeTiling mms[] = {d.logitsMm, d.inputGradMm, d.weightGradMm};
-  t.error = FlceCubeBufferError(mms, 3, platform);
-  if (!t.error.empty()) return t;
+  // The three Matmul tilings (logitsMm, inputGradMm, weightGradMm) are left zero: the
+  // TilingFunc fills them from CANN's MultiCoreMatmulTiling (FlceMatmulRequests) and
+  // checks them with FlceCubeBufferError; the simulator runs the tiling data it produced.
   t.blockDim = d.cubeCores;
   t.tilingKey = shape.mode + 2 * (shape.dtype == kBFloat16) + 4 * shape.target64;
   t.sysWorkspaceBytes = empty ? 0 : kFlceSysWorkspaceBytes;

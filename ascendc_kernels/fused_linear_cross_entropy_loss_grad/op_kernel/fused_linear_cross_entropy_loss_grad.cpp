@@ -14,10 +14,15 @@
 // turn task j into G. The AIVs zero the accumulators first (SyncAll, then INIT to their
 // AIC) and cast them to the outputs last (after DONE from their AIC and a SyncAll).
 //
-// The AIC drives the cube itself: ASCENDC_CUBE_ONLY before lib/matmul_intf.h and
-// MatmulImpl::Init, as CANN's own FLCE kernel does. Without it, REGIST_MATMUL_OBJ in a
-// MIX kernel turns the AIC into a KFC server that only runs Matmul calls sent by the
-// AIVs, and the cube-side code below would never run (every core would wait forever).
+// The AIC drives the cube itself: it names MatmulImpl and calls Init(&tiling, &pipe) in its
+// own branch, as CANN's own FLCE kernel does (ops-nn v9.0.0 mem_friendly.h, the AIC branch).
+// CANN's kernel does not define ASCENDC_CUBE_ONLY (its _config.h includes lib/matmul_intf.h
+// without it), and the macro changes nothing this file uses: in asc-devkit's matmul_intf.h
+// and kfc_register_obj.h it only chooses what the `Matmul` alias and REGIST_MATMUL_OBJ
+// mean. We define it so that, should either ever be used here, they mean the AIC's own
+// objects: without it REGIST_MATMUL_OBJ in a MIX kernel turns the AIC into a KFC server
+// that only runs Matmul calls sent by the AIVs, and the cube-side code below would never
+// run (every core would wait forever; the simulator reports that form as a hang).
 #define ASCENDC_CUBE_ONLY
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
@@ -64,6 +69,8 @@ class CubeSide {
 
   __aicore__ inline void Run(GM_ADDR input, GM_ADDR weight, GM_ADDR user) {
     // The host's tilings (CANN's MultiCoreMatmulTiling) as they are: the AIC's own Matmuls.
+    // All three start at the same L1 and L0C address of pipe_ (kernel_tpipe_base.h), so
+    // each one's End() comes before the next one's IterateAll.
     if constexpr (kMemorySaving) logitsMm_.Init(&t_.logitsMm, &pipe_);
     inputGradMm_.Init(&t_.inputGradMm, &pipe_);
     weightGradMm_.Init(&t_.weightGradMm, &pipe_);
@@ -382,8 +389,10 @@ extern "C" __global__ __aicore__ void ascend_ops_fused_linear_cross_entropy_loss
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
   REGISTER_TILING_DEFAULT(FusedLinearCrossEntropyLossGradTilingData);
   GET_TILING_DATA_WITH_STRUCT(FusedLinearCrossEntropyLossGradTilingData, tilingData, tiling);
-  // The framework sets the system workspace (the Matmul library's, unused with
-  // ASCENDC_CUBE_ONLY); ours follows it.
+  // The framework sets the system workspace (the Matmul library's, unused by the AIC's own
+  // MatmulImpl objects); ours follows it. On the device GetUserWorkspace returns the
+  // workspace + RESERVED_WORKSPACE (16 MiB) whatever its argument, which is what the
+  // TilingFunc reserves in front (GetLibApiWorkSpaceSize()).
   GM_ADDR user = GetUserWorkspace(workspace);
   FLCE_CASE(0, true, half, int32_t)
   FLCE_CASE(1, false, half, int32_t)

@@ -1,7 +1,8 @@
 // The simulator's host side of both operators, as a C ABI for ctypes: for each op an
 // aclnn-style two-phase pair (…_workspace_size, then the call with that workspace), which
 // tiles with the same pure functions the CANN TilingFunc uses and launches the kernel
-// (one launch per call) through ICPU_RUN_KF. Errors come back as a non-zero status and asim_last_error().
+// (one launch per call) through ICPU_RUN_KF. FLCE launches with the tiling its CANN
+// TilingFunc produced (the caller passes it in: python/ascend_ops/_cann_tiling.py). Errors come back as a non-zero status and asim_last_error().
 #include <cstring>
 #include <exception>
 #include <string>
@@ -98,7 +99,8 @@ int asim_batch_norm_reduce_backward_workspace_size(uint64_t n, uint64_t c, uint6
     const auto t = akn::TileBatchNormReduceBackward(BnShape(n, c, s, dtype, stat_dtype, input_g, weight_g, bias_g),
                                                     Platform(vector_cores));
     if (!t.error.empty()) throw sim::SimError("batch_norm_reduce_backward tiling: " + t.error);
-    *workspace_bytes = t.workspaceBytes;
+    // As the TilingFunc sizes it: GetLibApiWorkSpaceSize() (16 MiB on A2/A3) + the user part.
+    *workspace_bytes = sim::kReservedWorkspace + t.workspaceBytes;
   });
 }
 
@@ -114,7 +116,8 @@ int asim_batch_norm_reduce_backward(const void* grad_out, const void* input, con
     const auto t = akn::TileBatchNormReduceBackward(BnShape(n, c, s, dtype, stat_dtype, input_g, weight_g, bias_g),
                                                     Platform(vector_cores));
     if (!t.error.empty()) throw sim::SimError("batch_norm_reduce_backward tiling: " + t.error);
-    if (workspace_bytes < t.workspaceBytes) throw sim::SimError("batch_norm_reduce_backward: workspace too small");
+    if (workspace_bytes < sim::kReservedWorkspace + t.workspaceBytes)
+      throw sim::SimError("batch_norm_reduce_backward: workspace too small");
     const uint64_t data_bytes = n * c * s * akn::DtypeBytes(dtype);
     const uint64_t out_bytes = c * (akn::BnOutputHalf(dtype, stat_dtype) ? 2 : 4);
     const uint64_t stat_bytes = c * akn::DtypeBytes(stat_dtype);
@@ -129,7 +132,12 @@ int asim_batch_norm_reduce_backward(const void* grad_out, const void* input, con
     const char* names[4] = {"sum_dy", "sum_dy_xmu", "grad_weight", "grad_bias"};
     for (int i = 0; i < 4; ++i)
       if (outs[i]) regions.push_back(Region(outs[i], out_bytes, names[i]));
-    if (t.workspaceBytes) regions.push_back(Region(workspace, t.workspaceBytes, "workspace"));
+    // The system part GetUserWorkspace skips on the device, then the kernel's partial sums.
+    sim::GmRegion sys = Region(workspace, sim::kReservedWorkspace, "system workspace");
+    sys.role = sim::GmRole::SystemWorkspace;
+    regions.push_back(sys);
+    if (t.workspaceBytes)
+      regions.push_back(Region(static_cast<uint8_t*>(workspace) + sim::kReservedWorkspace, t.workspaceBytes, "workspace"));
     sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions, Platform(vector_cores)};
     auto* tiling_gm = reinterpret_cast<GM_ADDR>(&tiling);
     const sim::LaunchCounters counters = ICPU_RUN_KF(
@@ -143,14 +151,9 @@ int asim_batch_norm_reduce_backward(const void* grad_out, const void* input, con
 
 // ---- fused_linear_cross_entropy_loss_grad ---------------------------------------------
 
-// The kernel reads the bit-packed mask the op takes; a bool mask is packed here first
-// (as the NPU adapter does), so the shape always says packed.
-static akn::FusedLinearCrossEntropyLossGradShape FlceShape(const AsimFlceArgs& a) {
-  return akn::FusedLinearCrossEntropyLossGradShape{
-      a.bt, a.h, a.v, a.dtype, a.softmax ? akn::kHighPerformance : akn::kMemorySaving, true, a.target64 != 0};
-}
-
 // target_mask as the kernel reads it: bit i of byte i / 8 (LSB first) is row i's flag.
+// The kernel reads the bit-packed mask the op takes; a bool mask is packed here first
+// (as the NPU adapter does).
 static std::vector<uint8_t> PackedMask(const AsimFlceArgs& a) {
   std::vector<uint8_t> bits((a.bt + 7) / 8, 0);
   const auto* flags = static_cast<const uint8_t*>(a.target_mask);
@@ -168,35 +171,56 @@ static akn::PlatformFacts FlcePlatform(uint32_t ai_cores) {
   return p;
 }
 
-int asim_fused_linear_cross_entropy_loss_grad_workspace_size(const AsimFlceArgs* args, uint64_t* workspace_bytes,
-                                                             uint64_t* block_dim) {
-  return Guard([&] {
-    const auto t = akn::TileFusedLinearCrossEntropyLossGrad(FlceShape(*args), FlcePlatform(args->ai_cores));
-    if (!t.error.empty()) throw sim::SimError("fused_linear_cross_entropy_loss_grad tiling: " + t.error);
-    *workspace_bytes = t.workspaceBytes;
-    *block_dim = t.blockDim;
-  });
+// The tiling the host hands the launch must be the one for these arguments: shapes, mode,
+// key and cores as the TilingFunc would set them for this call (a mismatch is a host bug,
+// not something for the kernel to run into).
+static void CheckFlceHostTiling(const AsimFlceArgs& a, const FusedLinearCrossEntropyLossGradTilingData& d,
+                                uint64_t key, uint32_t block_dim, uint64_t workspace_bytes) {
+  const auto fail = [](const std::string& what) {
+    throw sim::SimError("fused_linear_cross_entropy_loss_grad: the TilingFunc's tiling does not fit this call: " + what);
+  };
+  if (d.bt != a.bt || d.h != a.h || d.v != a.v)
+    fail("it is for BT, H, V = " + std::to_string(d.bt) + ", " + std::to_string(d.h) + ", " + std::to_string(d.v) +
+         ", the call has " + std::to_string(a.bt) + ", " + std::to_string(a.h) + ", " + std::to_string(a.v));
+  const uint32_t mode = a.softmax ? akn::kHighPerformance : akn::kMemorySaving;
+  const uint64_t expected_key = mode + 2 * (a.dtype == akn::kBFloat16) + 4 * (a.target64 != 0);
+  if (d.mode != mode || key != expected_key)
+    fail("tiling key " + std::to_string(key) + " / mode " + std::to_string(d.mode) + ", the call needs key " +
+         std::to_string(expected_key));
+  const akn::PlatformFacts p = FlcePlatform(a.ai_cores);
+  if (block_dim == 0 || block_dim != d.cubeCores || block_dim > p.aiCores)
+    fail("blockDim " + std::to_string(block_dim) + " (cubeCores " + std::to_string(d.cubeCores) + ", " +
+         std::to_string(p.aiCores) + " AI cores)");
+  if (workspace_bytes < d.userWorkspaceBytes) fail("its workspace is smaller than its user part");
 }
 
-// One MIX launch does everything (no GEMM on the host). The workspace is the Matmul
-// library's system workspace followed by the kernel's user workspace.
-int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args, void* workspace, uint64_t workspace_bytes) {
+// One MIX launch does everything (no GEMM on the host), with the tiling data, key and
+// blockDim the FLCE TilingFunc produced (ascend_ops._cann_flce_tiling) and its workspace
+// size: the Matmul library's system part (what the TilingFunc reserved in front, from
+// GetLibApiWorkSpaceSize) followed by the kernel's user part.
+int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args,
+                                              const FusedLinearCrossEntropyLossGradTilingData* host_tiling,
+                                              uint64_t tiling_key, uint32_t block_dim,
+                                              uint64_t tiling_workspace_bytes, void* workspace,
+                                              uint64_t workspace_bytes) {
   return Guard([&] {
     const AsimFlceArgs& a = *args;
     t_counters = sim::LaunchCounters{};
     sim::RecordedLaunches().clear();
-    const auto t = akn::TileFusedLinearCrossEntropyLossGrad(FlceShape(a), FlcePlatform(a.ai_cores));
-    if (!t.error.empty()) throw sim::SimError("fused_linear_cross_entropy_loss_grad tiling: " + t.error);
-    if (workspace_bytes < t.workspaceBytes)
-      throw sim::SimError("fused_linear_cross_entropy_loss_grad: workspace too small");
     const uint32_t e = akn::DtypeBytes(a.dtype);
-    if (t.blockDim == 0) {  // BT = 0 or H = 0: nothing to launch; weight_grad is zero (a memset on the device)
+    if (a.bt == 0 || a.h == 0) {  // nothing to launch (the TilingFunc refuses it); weight_grad is zero (a memset)
+      if (host_tiling != nullptr) throw sim::SimError("fused_linear_cross_entropy_loss_grad: BT = 0 or H = 0 has no tiling");
       std::memset(a.weight_grad, 0, a.v * a.h * e);
       t_counters.gm_write_bytes += a.v * a.h * e;
       t_counters.touched_data_bytes += a.v * a.h * e;
       return;
     }
-    FusedLinearCrossEntropyLossGradTilingData tiling = t.data;
+    if (host_tiling == nullptr) throw sim::SimError("fused_linear_cross_entropy_loss_grad: no tiling from the TilingFunc");
+    CheckFlceHostTiling(a, *host_tiling, tiling_key, block_dim, tiling_workspace_bytes);
+    if (workspace_bytes < tiling_workspace_bytes)
+      throw sim::SimError("fused_linear_cross_entropy_loss_grad: workspace too small");
+    FusedLinearCrossEntropyLossGradTilingData tiling = *host_tiling;
+    const uint64_t sys_bytes = tiling_workspace_bytes - tiling.userWorkspaceBytes;
     auto* ws = static_cast<uint8_t*>(workspace);
     std::vector<uint8_t> packed;
     const void* mask = a.target_mask;
@@ -217,15 +241,15 @@ int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args, void* wo
       regions.push_back(Region(a.logits_max, a.bt * 4, "logits_max"));
       regions.push_back(Region(a.sum_exp_logits, a.bt * 4, "sum_exp_logits"));
     }
-    sim::GmRegion sys = Region(ws, t.sysWorkspaceBytes, "system workspace");
+    sim::GmRegion sys = Region(ws, sys_bytes, "system workspace");
     sys.role = sim::GmRole::SystemWorkspace;
-    sim::GmRegion user = Region(ws + t.sysWorkspaceBytes, t.data.userWorkspaceBytes, "user workspace");
+    sim::GmRegion user = Region(ws + sys_bytes, tiling.userWorkspaceBytes, "user workspace");
     user.role = sim::GmRole::Workspace;
     regions.push_back(sys);
     regions.push_back(user);
-    sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions, FlcePlatform(a.ai_cores), sim::LaunchKind::MixAic1To2};
+    sim::NextLaunch() = sim::LaunchArgs{tiling_key, regions, FlcePlatform(a.ai_cores), sim::LaunchKind::MixAic1To2};
     const sim::LaunchCounters counters = ICPU_RUN_KF(
-        ascend_ops_fused_linear_cross_entropy_loss_grad, t.blockDim, (GM_ADDR)a.grad, (GM_ADDR)a.input, (GM_ADDR)a.weight,
+        ascend_ops_fused_linear_cross_entropy_loss_grad, block_dim, (GM_ADDR)a.grad, (GM_ADDR)a.input, (GM_ADDR)a.weight,
         (GM_ADDR)mask, (GM_ADDR)a.masked_target, (GM_ADDR)a.logits_max, (GM_ADDR)a.sum_exp_logits,
         (GM_ADDR)a.softmax, (GM_ADDR)a.input_grad, (GM_ADDR)a.weight_grad, (GM_ADDR)workspace,
         reinterpret_cast<GM_ADDR>(&tiling));

@@ -21,7 +21,12 @@
 // the system workspace, at most 4 objects; the TCubeTiling is one the Matmul library
 // accepts (CheckCubeTiling: fractal-aligned base block that fits L0A/L0B/L0C, steps and
 // depths consistent, shareL1Size/shareL0CSize covering what the tiling uses, the fields
-// of features we do not model at 0), and all objects' L1 use fits L1 together. At use:
+// of features we do not model at 0). All objects of one TPipe share one L1 and one L0C
+// space from the same start address (asc-devkit kernel_tpipe_base.h, InitShareBufStart /
+// AuxShareBufStart: the first object records the start, each later one resets the pool to
+// it), so each must fit L1 alone, and an object may load (Iterate/IterateAll) only after
+// the object that loaded before it called End() (on the cube core's own objects; KFC
+// clients' calls are run by the server one at a time). At use:
 // shapes within the org shape and the tiling's singleCore sizes, a transposed operand
 // only when its MatmulType allows it, operands set before Iterate.
 //
@@ -63,6 +68,7 @@ enum class MatmulRoute : uint8_t { None, Direct, KfcClient };
 struct MatmulState {
   const TCubeTiling* tiling = nullptr;
   bool registered = false;
+  uint32_t index = 0;         // 1, 2, ...: the order Init/REGIST_MATMUL_OBJ registered it on its core
   MatmulRoute route = MatmulRoute::None;
   uint32_t a_bytes = 2, b_bytes = 2;
   bool a_may_transpose = false, b_may_transpose = false;
@@ -89,6 +95,8 @@ void KfcClientCall(const MatmulState& s);
 // ordered after the cube's work.
 void KfcClientReturn(const MatmulState& s);
 bool MatmulIterate(MatmulState& s);
+// End(): the object's L1/L0C contents are done with; another object on the TPipe may load.
+void MatmulEnd(MatmulState& s);
 // Writes (or with atomic adds) the current block to C at `c` (fp32, `c_elems` elements).
 void MatmulStoreC(MatmulState& s, float* c, uint64_t c_elems, uint8_t enAtomic);
 void MatmulCheckReady(const MatmulState& s);
@@ -205,7 +213,11 @@ class MatmulImpl {
     while (sim::MatmulIterate(s_)) sim::MatmulStoreC(s_, gm.Raw(), gm.GetSize(), enAtomic);
     sim::KfcClientReturn(s_);
   }
-  void End() { s_.block = -1; }
+  void End() {
+    sim::CallScope scope("Matmul::End");
+    Ready();
+    sim::MatmulEnd(s_);
+  }
 
   // --- simulator internals ---
   sim::MatmulState& State() {

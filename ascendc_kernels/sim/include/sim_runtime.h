@@ -90,7 +90,8 @@ struct BlockContext {
   bool library_access = false; // set while the Matmul library touches GM (may use the system workspace)
   const uint8_t* sys_workspace = nullptr;  // SetSysWorkspace
   uint32_t matmul_objects = 0;             // Matmul objects initialised on this core
-  uint64_t matmul_l1_bytes = 0;            // L1 the registered Matmul objects reserve
+  uint64_t matmul_l1_bytes = 0;            // L1 the registered Matmul objects share (the largest shareL1Size)
+  const void* matmul_live = nullptr;       // the Matmul object (MatmulState) that loaded L1/L0C since its last End()
   uint32_t thread = 0;         // index of this core's thread in the launch (race reports)
   VectorClock clock;           // happens-before: this core's vector clock
   bool atomic_store = false;   // set while the Matmul fixpipe adds into GM

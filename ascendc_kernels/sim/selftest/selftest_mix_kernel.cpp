@@ -57,6 +57,10 @@ enum MixBug : int32_t {
   kTilingStepKMismatch,    // stepKa 2, stepKb 3: neither a multiple of the other
   kTilingDepthNotFills,    // depthA1 3 with stepM x stepKa = 1: not 1 or 2 L1 fills
   kTilingBatchField,       // batchM 2: a batch Matmul's tiling on a plain Matmul
+  kSecondMatmulBeforeEnd,  // a second Matmul object on the TPipe runs before the first's End(): they share L1/L0C
+  kSecondMatmulAfterEnd,   // the same with End() in between: allowed
+  kSysWorkspaceShort,      // the host reserves 4 KiB of system workspace, not RESERVED_WORKSPACE (host side)
+  kUserWorkspaceOffset,    // GetUserWorkspace(workspace + 64): the device ignores the argument, CPU debug does not
 };
 
 constexpr int32_t kN = 32;  // M = N = K
@@ -119,8 +123,13 @@ void Cube(GM_ADDR a, GM_ADDR b, GM_ADDR user, GM_ADDR workspace, int32_t bug, bo
     Matmul<AType, ATransType, CType> unregistered;
     unregistered.SetOrgShape(kN, kN, kN);
   }
-  Matmul<AType, ATransType, CType> mm;
-  REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+  Matmul<AType, ATransType, CType> mm, second;
+  const bool twoObjects = bug == kSecondMatmulBeforeEnd || bug == kSecondMatmulAfterEnd;
+  if (twoObjects) {
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling, second, &tiling);
+  } else {
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+  }
   mm.SetOrgShape(kN, kN, kN);
   mm.SetSingleShape(bug == kSingleBeyondTiling ? 2 * kN : kN, kN, kN);
   mm.SetTensorA(aGm);
@@ -130,6 +139,15 @@ void Cube(GM_ADDR a, GM_ADDR b, GM_ADDR user, GM_ADDR workspace, int32_t bug, bo
     mm.IterateAll(cGm);
   } else {
     while (mm.Iterate()) mm.GetTensorC(cGm);
+  }
+  if (twoObjects) {  // the second object computes the same C again, after (or before) the first's End()
+    if (bug == kSecondMatmulAfterEnd) mm.End();
+    second.SetOrgShape(kN, kN, kN);
+    second.SetSingleShape(kN, kN, kN);
+    second.SetTensorA(aGm);
+    second.SetTensorB(bGm, true);
+    second.IterateAll(cGm);
+    second.End();
   }
   mm.End();
   // The cube core's pipes pair flags like the vector core's (IDs from the pipe).
@@ -201,7 +219,7 @@ extern "C" __global__ __aicore__ void selftest_mix(GM_ADDR a, GM_ADDR b, GM_ADDR
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
   const int32_t requested = *reinterpret_cast<int32_t*>(bugArg);
   const int32_t bug = GetBlockIdx() / GetTaskRatio() == GetBlockNum() - 1 ? requested : kNone;
-  GM_ADDR user = GetUserWorkspace(workspace);
+  GM_ADDR user = GetUserWorkspace(bug == kUserWorkspaceOffset ? workspace + 64 : workspace);
   const bool meet = requested == kNone || requested == kMode0Skipped;
   if ASCEND_IS_AIC {
     if (bug == kMatmulOnVector) {
@@ -224,11 +242,11 @@ extern "C" __global__ __aicore__ void selftest_mix(GM_ADDR a, GM_ADDR b, GM_ADDR
 
 // The GM both MIX self-tests (this one and selftest_kfc_kernel.cpp) run over: a, b [32, 32]
 // half, y blocks x [32, 32] fp32, then `workspace`, sized here: a system workspace and one
-// [32, 32] fp32 user block per AI core. Sets the next launch's regions and kind; the caller
+// [32, 32] fp32 user block per AI core (the system part `kSys` bytes: RESERVED_WORKSPACE, as
+// GetUserWorkspace skips on the device). Sets the next launch's regions and kind; the caller
 // keeps `workspace` alive through the launch.
 void SetMixSelftestLaunch(std::string& workspace, uint32_t blocks, const void* a, const void* b, float* y,
-                          sim::LaunchKind kind) {
-  constexpr uint64_t kSys = 4096;
+                          sim::LaunchKind kind, uint64_t kSys) {
   workspace.assign(kSys + uint64_t(blocks) * kN * kN * sizeof(float), '\0');
   auto* ws = reinterpret_cast<uint8_t*>(&workspace[0]);
   sim::GmRegion sys{ws, kSys, "system workspace", sim::GmRole::SystemWorkspace};
@@ -253,7 +271,8 @@ extern "C" int asim_run_selftest_mix(int32_t bug, uint32_t blocks, const void* a
   int32_t bug_value = bug;
   std::string workspace;
   SetMixSelftestLaunch(workspace, blocks, a, b, y,
-                       bug == kTypeMismatch ? sim::LaunchKind::Vector : sim::LaunchKind::MixAic1To2);
+                       bug == kTypeMismatch ? sim::LaunchKind::Vector : sim::LaunchKind::MixAic1To2,
+                       bug == kSysWorkspaceShort ? 4096 : sim::kReservedWorkspace);
   auto* ws = reinterpret_cast<uint8_t*>(&workspace[0]);
   try {
     ICPU_RUN_KF(selftest_mix, blocks, (GM_ADDR)a, (GM_ADDR)b, (GM_ADDR)y, (GM_ADDR)ws, (GM_ADDR)&bug_value);

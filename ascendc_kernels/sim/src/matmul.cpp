@@ -103,10 +103,10 @@ void MatmulRegister(MatmulState& s, MatmulRoute route) {
   if (s.tiling == nullptr) Fail("a Matmul object registered without its TCubeTiling");
   if (s.registered) Fail("a Matmul object registered twice");
   if (++c.matmul_objects > 4) Fail("more than 4 Matmul objects (the documented limit)");
-  c.matmul_l1_bytes += CheckCubeTiling(*s.tiling, s.a_bytes, s.b_bytes);
-  if (c.matmul_l1_bytes > c.launch->soc->l1Bytes)
-    Fail("L1 overflow: the Matmul objects' depthA1/depthB1 buffers need " + Num(c.matmul_l1_bytes) +
-         " bytes > " + Num(c.launch->soc->l1Bytes));
+  // Each object's buffers start where the first object's do (kernel_tpipe_base.h): the
+  // objects share L1 rather than split it. CheckCubeTiling checked this one fits alone.
+  c.matmul_l1_bytes = std::max(c.matmul_l1_bytes, CheckCubeTiling(*s.tiling, s.a_bytes, s.b_bytes));
+  s.index = c.matmul_objects;
   s.registered = true;
   s.route = route;
 }
@@ -179,8 +179,35 @@ void MatmulCheckReady(const MatmulState& s) {
          Num(s.b_elems));
 }
 
+// The object about to load L1 and L0C: on the cube core, every object of the TPipe starts
+// at the same address, so the one that loaded before must have called End().
+void MatmulClaimBuffers(MatmulState& s) {
+  if (s.route != MatmulRoute::Direct) return;
+  BlockContext& c = Ctx();
+  const auto* live = static_cast<const MatmulState*>(c.matmul_live);
+  if (live != nullptr && live != &s) {
+    const TCubeTiling& a = *live->tiling;
+    const TCubeTiling& b = *s.tiling;
+    Fail("Matmul object " + Num(s.index) + " loads L1 and L0C while object " + Num(live->index) +
+         " has not called End(): every Matmul object on one TPipe starts at the same L1 and L0C address "
+         "(asc-devkit kernel_tpipe_base.h InitShareBufStart/AuxShareBufStart), so they overlap in L1 bytes [0, " +
+         Num(std::min(a.shareL1Size, b.shareL1Size)) + ") and L0C bytes [0, " +
+         Num(std::min(a.shareL0CSize, b.shareL0CSize)) + ") of the shared space; only End() orders object " +
+         Num(s.index) + "'s loads after object " + Num(live->index) + "'s reads (call End() on object " +
+         Num(live->index) + " first)");
+  }
+  c.matmul_live = &s;
+}
+
+void MatmulEnd(MatmulState& s) {
+  s.block = -1;
+  BlockContext& c = Ctx();
+  if (c.matmul_live == &s) c.matmul_live = nullptr;
+}
+
 bool MatmulIterate(MatmulState& s) {
   MatmulCheckReady(s);
+  MatmulClaimBuffers(s);
   const TCubeTiling& t = *s.tiling;
   if (s.block < 0) {
     s.blocks_m = (s.single_m + t.baseM - 1) / t.baseM;

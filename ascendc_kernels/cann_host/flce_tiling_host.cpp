@@ -1,0 +1,120 @@
+// The FLCE TilingFunc of op_host/fused_linear_cross_entropy_loss_grad_def.cpp, compiled as
+// shipped against CANN's own host Matmul tiling library (asc-devkit v9.0.0, built by
+// ../shared/tools/cann-matmul-tiling) and our TilingContext stand-in
+// (include/register/op_def_registry.h), exposed as a C ABI for ctypes
+// (python/ascend_ops/_cann_tiling.py). setup.py builds it as ascend_ops._cann_flce_tiling
+// when the tool is beside the clone; impl="sim" runs the kernel with the tiling data it
+// returns, and tests/test_cann_tiling.py calls it over the shape grid.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cann_tiling_stub.h"
+#include "register/op_def_registry.h"
+#include "../fused_linear_cross_entropy_loss_grad/op_host/fused_linear_cross_entropy_loss_grad_tiling.h"
+
+extern "C" {
+
+// One TilingFunc call: the op's inputs as a TilingContext would hold them.
+struct CannFlceRequest {
+  uint64_t bt, h, v;
+  uint32_t dtype;           // ascend_ops_kernels::DtypeCode: 1 float16, 2 bfloat16
+  uint32_t inputs;          // optional inputs present: 1 logits_max, 2 sum_exp_logits, 4 softmax
+  int32_t target64;         // masked_target int64 (else int32)
+  float labelSmoothing;
+  uint32_t aiCores;         // AI cores the chip reports (2 vector cores each); 0: the SoC table's 24
+  char soc[32];             // "Ascend910B" (A2) or "Ascend910_93" (A3), as the stub's SoC table names them
+};
+
+constexpr size_t kCannTilingCapacity = 4096;  // the raw tiling buffer the context offers
+
+// What the TilingFunc returned and set.
+struct CannFlceResult {
+  uint32_t status;          // ge::graphStatus: 0 GRAPH_SUCCESS
+  uint32_t blockDim, scheduleMode;
+  uint32_t workspaceCount;  // how many workspace sizes it asked for
+  uint64_t tilingKey, tilingBytes, workspaceBytes;  // workspaceBytes: GetWorkspaceSizes(1)[0]
+  uint8_t tiling[kCannTilingCapacity];
+  char log[8192];           // the tiling library's log lines (warnings and errors), and ours
+};
+
+}  // extern "C"
+
+namespace {
+
+void AppendLog(int32_t level, const char* line, void* user) {
+  std::string& log = *static_cast<std::string*>(user);
+  log += (level >= DLOG_ERROR ? "error: " : "warning: ");
+  log += line;
+  log += '\n';
+}
+
+gert::StorageShape ShapeOf(std::vector<int64_t> dims) { return gert::StorageShape(gert::Shape(std::move(dims))); }
+
+}  // namespace
+
+extern "C" {
+
+// sizeof(FusedLinearCrossEntropyLossGradTilingData) as compiled here, against CANN's
+// generated kernel_tiling.h (the Python side checks its ctypes struct against it).
+uint64_t cann_flce_tiling_data_size() { return sizeof(FusedLinearCrossEntropyLossGradTilingData); }
+
+// Runs the registered TilingFunc of AscendOpsFusedLinearCrossEntropyLossGrad once.
+// Returns 0 when it ran (whatever it returned: see out->status), 1 when the request
+// itself is unusable (unknown SoC, op not registered), with the reason in out->log.
+int cann_flce_tiling(const CannFlceRequest* request, CannFlceResult* out) {
+  std::memset(out, 0, sizeof(*out));
+  const CannFlceRequest& r = *request;
+  std::string log;
+  auto fail = [&](const std::string& why) {
+    std::snprintf(out->log, sizeof(out->log), "%s", why.c_str());
+    return 1;
+  };
+  const auto op = ops::OpRegistry().find("AscendOpsFusedLinearCrossEntropyLossGrad");
+  if (op == ops::OpRegistry().end()) return fail("AscendOpsFusedLinearCrossEntropyLossGrad is not registered (OP_ADD)");
+  const ops::OpDef def = op->second();
+  const std::string soc(r.soc, strnlen(r.soc, sizeof(r.soc)));
+  fe::PlatFormInfos* table = cann_tiling_stub::PlatformInfos(soc);
+  if (table == nullptr) return fail("unknown SoC '" + soc + "' (the stub's table has Ascend910B and Ascend910_93)");
+  fe::PlatFormInfos platform = *table;
+  if (r.aiCores != 0) {  // a chip model with fewer cores: the counts PlatformAscendC reads
+    std::map<std::string, std::string> cores = {{"ai_core_cnt", std::to_string(r.aiCores)},
+                                                {"cube_core_cnt", std::to_string(r.aiCores)},
+                                                {"vector_core_cnt", std::to_string(2 * r.aiCores)}};
+    platform.SetPlatformResWithLock("SoCInfo", cores);
+    platform.SetCoreNumByCoreType("VectorCore");
+  }
+  const ge::DataType half = r.dtype == ascend_ops_kernels::kBFloat16 ? ge::DT_BF16 : ge::DT_FLOAT16;
+  const int64_t bt = static_cast<int64_t>(r.bt), h = static_cast<int64_t>(r.h), v = static_cast<int64_t>(r.v);
+  // The OpDef's inputs in order: grad, input, weight, target_mask, masked_target,
+  // logits_max, sum_exp_logits, softmax (the shapes the adapter passes).
+  std::vector<gert::TilingContext::Input> inputs = {
+      {true, ShapeOf({bt}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
+      {true, ShapeOf({bt, h}), gert::CompileTimeTensorDesc(half)},
+      {true, ShapeOf({v, h}), gert::CompileTimeTensorDesc(half)},
+      {true, ShapeOf({(bt + 7) / 8}), gert::CompileTimeTensorDesc(ge::DT_UINT8)},
+      {true, ShapeOf({bt}), gert::CompileTimeTensorDesc(r.target64 ? ge::DT_INT64 : ge::DT_INT32)},
+      {(r.inputs & 1) != 0, ShapeOf({bt}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
+      {(r.inputs & 2) != 0, ShapeOf({bt}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
+      {(r.inputs & 4) != 0, ShapeOf({bt, v}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
+  };
+  if (inputs.size() != def.inputs().size()) return fail("the OpDef's input list changed: update cann_host");
+  gert::RuntimeAttrs attrs;
+  attrs.Set<float>(0, r.labelSmoothing);
+  gert::TilingContext context(std::move(inputs), std::move(attrs), &platform, kCannTilingCapacity);
+  cann_tiling_stub::SetLogSink(AppendLog, &log, DLOG_WARN);
+  out->status = def.aicore().tiling(&context);
+  cann_tiling_stub::SetLogSink(nullptr, nullptr, DLOG_ERROR);
+  out->blockDim = context.blockDim();
+  out->scheduleMode = context.scheduleMode();
+  out->tilingKey = context.tilingKey();
+  out->tilingBytes = std::min(context.rawTilingData().GetDataSize(), kCannTilingCapacity);
+  std::memcpy(out->tiling, const_cast<gert::TilingData&>(context.rawTilingData()).GetData(), out->tilingBytes);
+  out->workspaceCount = static_cast<uint32_t>(context.workspaceSizes().size());
+  out->workspaceBytes = context.workspaceSizes().empty() ? 0 : context.workspaceSizes()[0];
+  std::snprintf(out->log, sizeof(out->log), "%s", log.c_str());
+  return 0;
+}
+
+}  // extern "C"
