@@ -70,6 +70,25 @@ def test_custom_package_owner_is_checked_as_torch_npu_checks_it(tmp_path, monkey
         assert "torch_npu skips" in refusal and "rebuild" not in refusal
 
 
+CANN_MATMUL_TILING = pathlib.Path(__file__).resolve().parents[1] / ".." / "shared" / "tools" / \
+    "cann-matmul-tiling" / "cann-matmul-tiling"
+
+
+@pytest.mark.skipif(not CANN_MATMUL_TILING.exists(), reason="CANN's tiling library tool (../shared/tools) is not here")
+def test_the_ub_the_limits_are_derived_with_is_what_platform_ascendc_reports():
+    """builtin_limits.cpp derives the high-performance V limit from the UB a tiling sees;
+    asc-devkit's PlatformAscendC, compiled unmodified by the cann-matmul-tiling tool,
+    reports it for Atlas A2 and A3 (Ascend910_93 maps to ASCEND910B)."""
+    import json
+
+    ub = npu_limits.builtin_limits()["ub_bytes"]
+    for soc in ("Ascend910B", "Ascend910_93"):
+        done = subprocess.run([str(CANN_MATMUL_TILING), "128", "128", "128", "dtype=bf16", f"soc={soc}"],
+                              capture_output=True, text=True, timeout=600, check=True)
+        platform = json.loads(done.stdout.splitlines()[0])["platform"]
+        assert platform["UB"] == ub, (soc, platform)
+
+
 def test_counts_travel_in_float32_at_least_on_npu():
     """torch's SyncBatchNorm casts the counts to running_mean's dtype: float16 running
     statistics would make a count above 65504 rows inf. torch_npu casts them to float32
