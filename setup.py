@@ -54,6 +54,8 @@ def relative(path: pathlib.Path) -> str:
 def native_sources() -> list[str]:
     csrc = ROOT / "op_plugin" / "csrc"
     sources = sorted(csrc.glob("*.cpp")) + sorted((csrc / "cpu").glob("*.cpp"))
+    # CANN's shape limits, plain C++: _C reports them on every build (ascend_ops.npu_limits).
+    sources.append(csrc / "npu" / "builtin_limits.cpp")
     return [relative(gen_registration.generate(GENERATED))] + [relative(p) for p in sources]
 
 

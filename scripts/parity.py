@@ -4,12 +4,13 @@
 Two tables, both against SPEC §4's tolerances:
   samples: the table of `python -m ascend_ops` (the shared sample cases, one row per op,
            implementation and dtype); --csv appends its rows to a CSV file;
-  edges:   one row per op, implementation and edge case: V < 128, H > 65535 and BT = 0
-           (shapes CANN's built-ins treat specially), in both modes and both half dtypes;
-           --edges-csv appends them. An error is a failure unless it is one of the
-           documented refusals of DOCUMENTED_REFUSALS (only CANN's built-in has any, through
-           torch_npu or our adapter: H > 65535, V < 128); then the row is "refused", with
-           the limit and the error. For high-performance mode the "softmax" column says whether the
+  edges:   one row per op, implementation and edge case: V < 128, H > 65535, BT = 0 and
+           V one past the high-performance limit (shapes CANN's built-ins treat specially),
+           in both modes and both half dtypes; --edges-csv appends them. An error is a
+           failure unless it is one of the documented refusals of DOCUMENTED_REFUSALS
+           (only CANN's built-in has any, through torch_npu or our adapter, as
+           ascend_ops.npu_limits derives them); then the row is "refused", with the limit
+           and the error. For high-performance mode the "softmax" column says whether the
            call overwrote the caller's softmax (SPEC allows it).
 
 On an NPU, "torch_npu" rows run torch_npu's own operators (CANN's built-in aclnn op through
@@ -35,7 +36,7 @@ from typing import Callable
 import torch
 
 import ascend_ops
-from ascend_ops import testing
+from ascend_ops import npu_limits, testing
 from ascend_ops.parity import ParityRow, format_table, parity_rows
 from ascend_ops.testing import HIGH_PERFORMANCE, MEMORY_SAVING, BnCase, FlceCase
 
@@ -47,7 +48,9 @@ TORCH_NPU_OPS = {  # our op -> the torch_npu operator backed by CANN's built-in 
 
 
 def edge_flce_cases() -> list[FlceCase]:
-    """V < 128, H > 65535 and BT = 0, each in both modes and both half dtypes."""
+    """V < 128, H > 65535, BT = 0 and V past the high-performance limit, each in both
+    modes and both half dtypes."""
+    over = npu_limits.builtin_limits()["flce_grad_high_perf_max_vocab"] + 1
     cases = []
     for dtype in (torch.float16, torch.bfloat16):
         for mode in (MEMORY_SAVING, HIGH_PERFORMANCE):
@@ -56,6 +59,7 @@ def edge_flce_cases() -> list[FlceCase]:
                 FlceCase(4, 65537, 130, dtype, mode, "bool"),       # H = 65537 > 65535
                 FlceCase(0, 32, 256, dtype, mode),                  # BT = 0
                 FlceCase(16, 64, 128, dtype, mode, "packed", torch.int32),  # V = 128: the limit
+                FlceCase(4, 16, over, dtype, mode),                 # V past the UB's rows
             ]
     return cases
 
@@ -69,20 +73,23 @@ class Refusal:
     limit: str
 
 
+def _builtin_refusal(case: FlceCase) -> str | None:
+    return npu_limits.builtin_flce_grad_refusal(case.bt, case.h, case.v,
+                                                case.mode == HIGH_PERFORMANCE)
+
+
 #: Every refusal the edge grid accepts, per operator. CANN's built-in
-#: aclnnFusedLinearCrossEntropyLossGrad refuses H > 65535 in both modes and, in
-#: high-performance mode, V outside [128, 65280]; its API reference (and torch_npu's docs:
-#: "weight 第0维长度不支持小于128") state V >= 128 for both modes, so torch_npu's own
-#: operator may refuse V < 128 in memory-saving mode too. Our adapter ("npu") checks exactly
-#: the tiling limits before the call (SPEC §1). cpu, reference, sim and npu_custom (our
-#: Ascend C kernels) refuse nothing in the grid; batch_norm_reduce_backward has no
-#: documented refusal.
+#: aclnnFusedLinearCrossEntropyLossGrad refuses what ascend_ops.npu_limits derives from its
+#: tiling (H in both modes; V and BT in high-performance mode: op_plugin/csrc/npu/
+#: builtin_limits.cpp); our adapter ("npu") checks exactly these before the call (SPEC §1).
+#: CANN's API reference (and torch_npu's docs: "weight 第0维长度不支持小于128") state V >= 128
+#: for both modes, so torch_npu's own operator may refuse V < 128 in memory-saving mode too.
+#: cpu, reference, sim and npu_custom (our Ascend C kernels) refuse nothing in the grid;
+#: batch_norm_reduce_backward has no documented refusal.
 DOCUMENTED_REFUSALS: dict[str, list[Refusal]] = {
     "fused_linear_cross_entropy_loss_grad": [
-        Refusal(("torch_npu", "npu"), lambda case: case.h > 65535,
-                "CANN's built-in requires H <= 65535"),
-        Refusal(("torch_npu", "npu"), lambda case: case.v < 128 and case.mode == HIGH_PERFORMANCE,
-                "CANN's built-in requires V >= 128 in high-performance mode"),
+        Refusal(("torch_npu", "npu"), lambda case: _builtin_refusal(case) is not None,
+                "CANN's built-in refuses this shape (ascend_ops.npu_limits)"),
         Refusal(("torch_npu",), lambda case: case.v < 128,
                 "CANN's API reference states V >= 128 for both modes"),
     ],
@@ -220,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         if "npu" in impls:
             edge_impls.append("torch_npu")
         rows = edge_rows(edge_impls)
-        print("\nEdge cases (V < 128, H > 65535, BT = 0):")
+        print("\nEdge cases (V < 128, H > 65535, BT = 0, V past the high-performance limit):")
         print(format_edges(rows))
         passed &= all(r.result != "FAIL" for r in rows)
         if args.edges_csv:

@@ -31,3 +31,21 @@ def test_spec_sections_cited_in_the_code_exist():
             if path.suffix in {".py", ".cpp", ".h", ".md"}:
                 cited |= set(re.findall(r"SPEC §(\d+)", path.read_text(errors="ignore")))
     assert cited and cited <= sections, f"cited sections missing from docs/SPEC.md: {cited - sections}"
+
+
+def test_docs_state_canns_limits_as_builtin_limits_derives_them():
+    """The high-performance V limit has one home (op_plugin/csrc/npu/builtin_limits.cpp,
+    read through ascend_ops.npu_limits): the docs state its value, never the 65280 the
+    tiling's weaker check names."""
+    from ascend_ops.npu_limits import builtin_limits
+
+    limits = builtin_limits()
+    v, bt = limits["flce_grad_high_perf_max_vocab"], limits["flce_grad_high_perf_max_rows"]
+    for doc in (ROOT / "README.md", ROOT / "docs" / "SPEC.md", ROOT / "docs" / "npu.md"):
+        text = doc.read_text()
+        assert f"[128, {v}]" in text or f"128 ≤ V ≤ {v}" in text, f"{doc.name} lacks V ≤ {v}"
+        assert f"{bt}" in text, f"{doc.name} lacks BT ≤ {bt}"
+    for doc in DOCS:
+        text = doc.read_text()
+        for line in text.splitlines():
+            assert "65280" not in line or "weaker" in line, f"{doc.name} states 65280 as a limit: {line}"

@@ -1,4 +1,5 @@
-"""scripts/parity.py's edge grid (V < 128, H > 65535, BT = 0) on the implementations
+"""scripts/parity.py's edge grid (V < 128, H > 65535, BT = 0, V past the high-performance
+limit) on the implementations
 available here, and how it reports a refusal."""
 
 import importlib.util
@@ -6,6 +7,8 @@ import pathlib
 import sys
 
 import pytest
+
+from ascend_ops import npu_limits
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -23,6 +26,8 @@ def test_edge_grid_covers_the_shapes_the_builtins_treat_specially(parity_script)
     flce = parity_script.edge_flce_cases()
     assert any(c.v < 128 for c in flce) and any(c.h > 65535 for c in flce)
     assert any(c.bt == 0 for c in flce)
+    limit = npu_limits.builtin_limits()["flce_grad_high_perf_max_vocab"]
+    assert any(c.v == limit + 1 for c in flce)
     assert {c.mode for c in flce} == {"memory-saving", "high-performance"}
 
 
@@ -41,17 +46,21 @@ def refuse(op, impl, inputs):
 
 
 def test_only_documented_refusals_are_accepted(parity_script, monkeypatch):
-    """CANN's built-in may refuse H > 65535 and V < 128 (our adapter: in high-performance
-    mode only); any other error, of any implementation, fails the row."""
+    """CANN's built-in may refuse H > 65535, and V < 128 or V past the derived limit (our
+    adapter: in high-performance mode only); any other error, of any implementation,
+    fails the row."""
     monkeypatch.setattr(parity_script, "run", refuse)
+    limit = npu_limits.builtin_limits()["flce_grad_high_perf_max_vocab"]
     rows = parity_script.edge_rows(["cpu", "sim", "reference", "torch_npu", "npu", "npu_custom"])
     by = {(r.impl, r.case): r for r in rows}
     for (impl, case), row in by.items():
         flce = next((c for c in parity_script.edge_flce_cases() if c.name == case), None)
+        high_performance = flce is not None and flce.mode == "high-performance"
         documented = flce is not None and (
             (impl in ("torch_npu", "npu") and flce.h > 65535)
             or (impl == "torch_npu" and flce.v < 128)
-            or (impl == "npu" and flce.v < 128 and flce.mode == "high-performance"))
+            or (impl in ("torch_npu", "npu") and high_performance
+                and not 128 <= flce.v <= limit))
         assert row.result == ("refused" if documented else "FAIL"), (impl, case, row)
         assert "161002" in row.detail
     refused = [r for r in rows if r.result == "refused"]

@@ -10,6 +10,7 @@
 #include "cpu/gemm.h"
 #include "cpu/gemm_operands.h"
 #include "cpu/lce_grad_cache.h"
+#include "npu/builtin_limits_py.h"
 #include "validation.h"
 
 #include <torch/extension.h>
@@ -89,6 +90,7 @@ std::vector<std::pair<std::string, double>> cpu_gemm_timings() {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "ascend_ops native library: operator registration and shared validation";
+  ascend_ops::npu::def_builtin_limits(m);  // CANN's limits, read here without torch_npu
   m.def("check_fused_linear_cross_entropy_loss_grad",
         &ascend_ops::check_fused_linear_cross_entropy_loss_grad, py::arg("grad"),
         py::arg("input"), py::arg("weight"), py::arg("target_mask"), py::arg("masked_target"),

@@ -1,6 +1,8 @@
 """`python -m ascend_ops`: the CPU and the GEMM engine its kernels chose, which
-implementations run here, and a parity table of each against the float64 reference. Exits non-zero if any row fails SPEC §4's tolerances or
-no implementation can run."""
+implementations run here, and a parity table of each against the float64 reference;
+with an NPU, the first-run acceptance check (npu_acceptance.py). Exits non-zero if any
+row fails SPEC §4's tolerances, an acceptance row says "don't train yet", or no
+implementation can run."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import torch
 from . import __version__
 from ._impls import available_impls
 from .cpu_info import cpu_info, gemm_engine_report
+from .npu_acceptance import report as npu_acceptance_report
 from .parity import format_table, parity_rows
 
 
@@ -33,7 +36,8 @@ def main() -> int:
     print(format_table(rows))
     failed = sum(not r.passed for r in rows)
     print(f"\n{len(rows) - failed} of {len(rows)} parity rows within tolerance")
-    return 1 if failed else 0
+    stops = npu_acceptance_report()
+    return 1 if failed or stops else 0
 
 
 if __name__ == "__main__":

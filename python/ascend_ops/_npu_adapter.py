@@ -140,13 +140,49 @@ def custom_package_dirs(custom_opp_path: str | None, opp_path: str | None = None
     return on_path + vendor_priority(opp_path)
 
 
+def _current_uid() -> int:
+    return os.getuid()
+
+
+def _owner_uid(path: pathlib.Path) -> int:
+    return path.stat().st_uid
+
+
+def owner_refusal(library: pathlib.Path) -> str | None:
+    """Why torch_npu would skip `library` for who owns it, or None when it loads it.
+
+    torch_npu's GetOpApiFuncAddr checks the owner of each custom package's real
+    libcust_opapi.so (op-plugin op_plugin/utils/op_api_common.cpp:36-54, checkOwner):
+    root loads only root's files; any other user loads their own files and root's."""
+    real = library.resolve()
+    uid, owner = _current_uid(), _owner_uid(real)
+    if owner == uid or (uid != 0 and owner == 0):
+        return None
+    return (f"{real} belongs to uid {owner} and this process runs as uid {uid}: torch_npu "
+            "skips a custom op package's library not owned by the current user (or, for a "
+            "non-root user, by root); chown it, or build and install the package as this user")
+
+
+def _search_custom_packages(custom_opp_path: str | None,
+                            opp_path: str | None) -> tuple[pathlib.Path | None, list[str]]:
+    """(the first vendors/ascend_ops directory torch_npu would load, the reasons it skips
+    the ones before it for their owner)."""
+    skipped = []
+    for vendor in custom_package_dirs(custom_opp_path, opp_path):
+        library = vendor / PACKAGE_LIBRARY
+        if vendor.name != PACKAGE_VENDOR or not library.is_file():
+            continue
+        refusal = owner_refusal(library)
+        if refusal is None:
+            return vendor, skipped
+        skipped.append(refusal)
+    return None, skipped
+
+
 def find_custom_package(custom_opp_path: str | None, opp_path: str | None = None) -> pathlib.Path | None:
     """The first vendors/ascend_ops directory torch_npu searches (custom_package_dirs) that
-    holds op_api/lib/libcust_opapi.so, else None."""
-    for vendor in custom_package_dirs(custom_opp_path, opp_path):
-        if vendor.name == PACKAGE_VENDOR and (vendor / PACKAGE_LIBRARY).is_file():
-            return vendor
-    return None
+    holds op_api/lib/libcust_opapi.so owned as torch_npu requires (owner_refusal), else None."""
+    return _search_custom_packages(custom_opp_path, opp_path)[0]
 
 
 @_once_per_process
@@ -182,7 +218,10 @@ def custom_unavailable_reason(op: str | None, adapter_module: ModuleType,
     for name in wanted:
         if name not in ops or ops[name][2] is None:
             return f"the ascend_ops op package has no kernel for {name}"
-    vendor = find_custom_package(custom_opp_path, opp_path)
+    vendor, skipped = _search_custom_packages(custom_opp_path, opp_path)
+    if vendor is None and skipped:
+        return "the ascend_ops op package is installed but torch_npu will not load it: " + \
+            "; ".join(skipped)
     if vendor is None:
         return (f"{PACKAGE_HINT} (no {PACKAGE_VENDOR}/{PACKAGE_LIBRARY} under "
                 f"ASCEND_CUSTOM_OPP_PATH={custom_opp_path or ''!r} nor in the load_priority "

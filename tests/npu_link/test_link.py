@@ -12,6 +12,7 @@ registers for the same ops. This proves compiling and linking, not numerics on h
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import pathlib
 import subprocess
 import sys
@@ -213,13 +214,21 @@ def test_target_check_mode_follows_what_torch_npu_registers(probe):
 
 
 def test_builtin_limits_are_refused_naming_the_argument(probe):
+    """The adapter refuses what builtin_limits.cpp derives from CANN's tiling, at the
+    boundary: the limit passes, one past it is refused naming the argument, the limit and
+    memory-saving mode (the same numbers ascend_ops._C reports without torch_npu)."""
+    from ascend_ops.npu_limits import builtin_limits
+
+    limits = builtin_limits()
+    v, bt = limits["flce_grad_high_perf_max_vocab"], limits["flce_grad_high_perf_max_rows"]
     calls = {
         "h": "npu.check_builtin_flce_grad_limits(16, 65536, 1024, False)",
         "v_small": "npu.check_builtin_flce_grad_limits(16, 64, 127, True)",
-        "v_large": "npu.check_builtin_flce_grad_limits(16, 64, 76032, True)",
+        "v_large": f"npu.check_builtin_flce_grad_limits(16, 64, {v + 1}, True)",
         "v_large_memory_saving": "npu.check_builtin_flce_grad_limits(16, 64, 76032, False)",
+        "bt_large": f"npu.check_builtin_flce_grad_limits({bt + 1}, 64, 128, True)",
         "v_edges": "npu.check_builtin_flce_grad_limits(16, 65535, 128, True); "
-                   "npu.check_builtin_flce_grad_limits(16, 64, 65280, True)",
+                   f"npu.check_builtin_flce_grad_limits({bt}, 64, {v}, True)",
         "forward_h": "npu.check_builtin_online_max_sum_limits(65535, 1024)",
         "forward_ok": "npu.check_builtin_online_max_sum_limits(65534, 1)",
     }
@@ -228,10 +237,14 @@ def test_builtin_limits_are_refused_naming_the_argument(probe):
         code += (f"try:\n    {call}\n    result[{key!r}] = None\n"
                  f"except NotImplementedError as e:\n    result[{key!r}] = str(e)\n")
     code += "result['status'] = [npu.describe_status(s) for s in (161002, 361001, 561103)]\n"
+    code += "result['limits'] = npu.cann_builtin_limits()\n"
     result = probe(code)
+    assert result["limits"] == limits  # one source, the same in both extensions
     assert "needs H = input.size(1) <= 65535, got 65536" in result["h"]
-    assert "needs 128 <= V = weight.size(0) <= 65280, got 127" in result["v_small"]
-    assert "got 76032" in result["v_large"] and "impl='npu_custom'" in result["v_large"]
+    assert f"needs 128 <= V = weight.size(0) <= {v}" in result["v_small"] and "got 127" in result["v_small"]
+    assert f"got {v + 1}" in result["v_large"] and "impl='npu_custom'" in result["v_large"]
+    assert "memory-saving mode (softmax=None" in result["v_large"]
+    assert f"needs BT = input.size(0) <= {bt}, got {bt + 1}" in result["bt_large"]
     assert result["v_large_memory_saving"] is None  # memory-saving mode has no V limit
     assert result["v_edges"] is None
     assert "needs H = input.size(1) <= 65534, got 65535" in result["forward_h"]
@@ -352,3 +365,21 @@ def test_a_package_path_set_after_loading_is_ignored_as_torch_npu_ignores_it(pro
         available, reason = result[op]
         assert available is False, "torch_npu now reads the variable late: revisit"
         assert reason is not None and reason.startswith("the ascend_ops op package is not installed")
+
+
+@pytest.mark.skipif(not hasattr(os, "chown") or os.geteuid() != 0,
+                    reason="needs root to give the stub package to another user")
+def test_a_package_owned_by_another_user_is_not_claimed(probe, tmp_path):
+    """torch_npu's GetOpApiFuncAddr skips a libcust_opapi.so whose owner fails its
+    checkOwner (op_api_common.cpp:36-54): root loads only root's files. Our availability
+    check mirrors it and says why, instead of "found" (and then "rebuild it")."""
+    symbols = [f"{entry}{suffix}" for entry in CUSTOM_OPS.values()
+               for suffix in ("GetWorkspaceSize", "")]
+    vendor = stub_custom_package(tmp_path, symbols)
+    os.chown(vendor / "op_api" / "lib" / "libcust_opapi.so", 12345, 12345)
+    result = probe(custom_probe_code(CUSTOM_OPS), env={"ASCEND_CUSTOM_OPP_PATH": str(vendor)})
+    for op in CUSTOM_OPS:
+        available, reason, _ = result[op]
+        assert available is False, "torch_npu loaded a package of another user: revisit"
+        assert reason.startswith("the ascend_ops op package is installed but torch_npu will not load it")
+        assert "belongs to uid 12345 and this process runs as uid 0" in reason

@@ -4,7 +4,8 @@
 // through one code path, filling the gaps the op leaves. Nothing here waits for the
 // device:
 //   - masked_target outside [0, V) on an unmasked row: checked on the device
-//     (npu_tensors.h, target_check_mode) instead of by a host copy;
+//     (npu_tensors.h, target_check_mode) instead of by a host copy, and folded into the
+//     mask on the device (fold_target_range) so that no kernel writes outside its row;
 //   - a bool target_mask [BT]: passed as it is to CANN's built-in, which takes DT_BOOL;
 //     packed to uint8 on the device for our package;
 //   - BT == 0 (or H == 0, V == 0): the op leaves its outputs unwritten, we zero them;
@@ -60,6 +61,14 @@ std::tuple<at::Tensor, at::Tensor> run_flce_grad(
                         : as_aclnn_input(target_mask, strides);
   at::Tensor target = as_aclnn_input(masked_target, strides);
   check_targets(mask, target, weight.size(0));
+  // CANN's memory-saving kernel bounds each target to its block itself
+  // (fused_linear_cross_entropy_loss_grad_mem_friendly.h:695); its high-performance kernel
+  // and our package are given in-range targets only.
+  if (softmax.has_value() || op.custom) {
+    MaskedTargets folded = fold_target_range(mask, target, weight.size(0));
+    mask = folded.mask;
+    target = folded.target;
+  }
   at::Tensor grad_c = as_aclnn_input(grad, strides);
   at::Tensor input_c = as_aclnn_input(input, strides);
   at::Tensor weight_c = as_aclnn_input(weight, strides);
@@ -81,7 +90,7 @@ std::tuple<at::Tensor, at::Tensor> run_flce_grad(
                                     weight_grad);
   } else {
     float smoothing = static_cast<float>(label_smoothing);  // the built-in takes a float
-    run_aclnn<FlceGradPhase1>(op, kFlceGradBuiltinHint, grad_c, input_c, weight_c, mask,
+    run_aclnn<FlceGradPhase1>(op, flce_grad_builtin_hint(), grad_c, input_c, weight_c, mask,
                               target, smoothing, max_c, sum_c, softmax_c, input_grad,
                               weight_grad);
   }

@@ -3,7 +3,7 @@
 // what the Python side needs: the custom-package kernels (impl="npu_custom"), which
 // aclnn ops resolve, and how the adapter refuses and checks.
 #include "aclnn_call.h"
-#include "builtin_limits.h"
+#include "builtin_limits_py.h"
 #include "npu_tensors.h"
 
 #include <torch/extension.h>
@@ -45,19 +45,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "An aclnn status code with its meaning, as the adapter's errors print it.");
   m.def("target_check_mode", &npu::target_check_mode,
         "How masked_target's range is checked on NPU tensors: 'device', 'host' or 'off'.");
-  m.def("check_builtin_flce_grad_limits", &npu::check_builtin_flce_grad_limits,
-        py::arg("bt"), py::arg("h"), py::arg("v"), py::arg("high_performance"),
-        "Raise NotImplementedError when CANN's built-in FLCE backward cannot take this shape.");
-  m.def("check_builtin_online_max_sum_limits", &npu::check_builtin_online_max_sum_limits,
-        py::arg("h"), py::arg("v"),
-        "Raise NotImplementedError when CANN's built-in online max-sum cannot take this shape.");
+  npu::def_builtin_limits(m);
   // impl="npu_custom": the same kernels on our op package's entry points.
   m.def("fused_linear_cross_entropy_loss_grad_custom",
         &npu::fused_linear_cross_entropy_loss_grad_custom, py::arg("grad"), py::arg("input"),
         py::arg("weight"), py::arg("target_mask"), py::arg("masked_target"),
         py::arg("label_smoothing"), py::arg("logits_max"), py::arg("sum_exp_logits"),
-        py::arg("softmax"), py::arg("scratch_bytes") = py::none());
+        py::arg("softmax"), py::arg("scratch_bytes") = py::none(),
+        // Without the GIL, as torch_npu's own op calls run: its RunOpApi may release the
+        // GIL and throw (OpParamMaker.cpp:251-258), which entered with it held aborts the
+        // interpreter on a failed launch with TASK_QUEUE_ENABLE=0.
+        py::call_guard<py::gil_scoped_release>());
   m.def("batch_norm_reduce_backward_custom", &npu::batch_norm_reduce_backward_custom,
         py::arg("grad_out"), py::arg("input"), py::arg("mean"), py::arg("invstd"),
-        py::arg("weight"), py::arg("input_g"), py::arg("weight_g"), py::arg("bias_g"));
+        py::arg("weight"), py::arg("input_g"), py::arg("weight_g"), py::arg("bias_g"),
+        py::call_guard<py::gil_scoped_release>());
 }

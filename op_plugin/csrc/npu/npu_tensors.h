@@ -1,6 +1,7 @@
 // What the NPU kernels do to tensors before an aclnn call, all on the device and
 // asynchronous (no host synchronisation, so torch_npu's task queue and graph capture
-// keep running): formats, bool-mask packing, the masked_target range check.
+// keep running): formats, bool-mask packing, the masked_target range check and its
+// folding into the mask.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -33,6 +34,21 @@ at::Tensor pack_bool_mask(const at::Tensor& mask);
 //             targets on the host (one blocking copy per call) and raises ValueError at once;
 //   "off":    neither: like CANN's built-in, an out-of-range target is not detected.
 std::string target_check_mode();
+
+// The mask and targets with every out-of-range target folded into the mask, on the device
+// and without a host sync (SPEC §1): a row whose masked_target lies outside [0, V) is
+// masked and its target set to 0, whatever target_check_mode() says, so no kernel that
+// trusts the targets (CANN's high-performance kernel writes softmax[V*i + t] unchecked,
+// fused_linear_cross_entropy_loss_grad_high_perf.h:189,199) ever indexes outside its row.
+// `mask` is bool [BT] or bit-packed uint8 and comes back in the same form (the packed
+// form's padding bits unchanged); about 5 element-wise ops over [BT] for a bool mask, 16
+// for a packed one.
+struct MaskedTargets {
+  at::Tensor mask;
+  at::Tensor target;
+};
+MaskedTargets fold_target_range(const at::Tensor& mask, const at::Tensor& masked_target,
+                                int64_t vocab);
 
 // Applies target_check_mode() to one call: `mask` is the bit-packed uint8 form or the
 // bool form [BT]. Raises ValueError in "host" mode; queues the assert in "device" mode.

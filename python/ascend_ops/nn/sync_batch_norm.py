@@ -11,7 +11,9 @@ registered there serve them (on CPU ours, ascend_ops._aten; on the NPU torch_npu
 
 On CPU the statistics travel in float64: each rank's mean and invstd before
 batch_norm_stats rounds them, the counts, the global mean and invstd, the Σ dy sums (our
-kernels take float64 statistics with any input dtype). Elsewhere the dtypes are torch's.
+kernels take float64 statistics with any input dtype). Elsewhere the dtypes are torch's,
+except that on NPU tensors the counts are never narrower than float32 and the backward
+reduction gets the input centred (_backward_reduce: CANN's built-in would cancel).
 
 The weight and bias gradients stay per-rank (data parallelism sums or averages them, as
 with torch.nn.SyncBatchNorm). A rank with no rows takes part in both collectives with
@@ -132,6 +134,35 @@ def _check_npu_dtype(input: torch.Tensor) -> None:
                         "float64), got torch.float64")
 
 
+def _counts_dtype(device_type: str, running_dtype: torch.dtype) -> torch.dtype:
+    """The dtype the per-rank counts go to batch_norm_gather_stats_with_counts in, off CPU:
+    running_mean's (torch's choice; CUDA's kernel reads them so), but on NPU tensors never
+    narrower than float32: torch_npu casts them to float32 itself
+    (BatchNormGatherStatsWithCountsKernelNpu.cpp), and a float16 count is inf above 65504
+    rows (NaN statistics)."""
+    if device_type in _npu_adapter.NPU_DEVICE_TYPES and torch.finfo(running_dtype).bits < 32:
+        return torch.float32
+    return running_dtype
+
+
+def _backward_reduce(grad_output, input, mean, invstd, weight, input_g, weight_g, bias_g):
+    """aten's batch_norm_backward_reduce. On NPU tensors, on the input centred first:
+    CANN's built-in forms Σ dy·(x − mean) as Σ dy·x − mean·Σ dy in float32
+    (aclnn_batch_norm_backward_reduce.cpp:375, :427), which cancels when |mean| >> std
+    (1.2e-3 off at |mean| = 1000, 7x SPEC §4's bound; tests/test_cann_golden.py). Given
+    x − mean (in float32) and a zero mean it sums dy·(x − mean) directly. The cost: one
+    element-wise pass over the input and a float32 copy of it (4 bytes per element) held
+    for the call; the sums come back in float32."""
+    if input.device.type in _npu_adapter.NPU_DEVICE_TYPES:
+        shape = [1] * input.dim()
+        shape[1] = input.size(1)
+        input = input.float() - mean.float().view(shape)  # [N, C, *] float32
+        mean = torch.zeros_like(mean, dtype=torch.float32)
+        invstd = invstd.float()
+    return torch.batch_norm_backward_reduce(grad_output, input, mean, invstd, weight,
+                                            input_g, weight_g, bias_g)
+
+
 def _dense(t: torch.Tensor) -> torch.Tensor:
     """`t` if contiguous or channels_last(_3d), else a contiguous copy (as torch does)."""
     if (t.is_contiguous() or t.is_contiguous(memory_format=torch.channels_last)
@@ -171,10 +202,10 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         present = count_all.view(-1) >= 1
         mean_all, invstd_all, count_all = mean_all[present], invstd_all[present], count_all[present]
         counts = count_all.view(-1)
-        if input.device.type != "cpu" and running_mean is not None and counts.dtype != running_mean.dtype:
+        if input.device.type != "cpu" and running_mean is not None:
             # Other devices' kernels read counts in running_mean's dtype (torch does this
             # too); ours take any dtype, and a half count is not exact above 2048.
-            counts = counts.to(running_mean.dtype)
+            counts = counts.to(_counts_dtype(input.device.type, running_mean.dtype))
         mean, invstd = torch.batch_norm_gather_stats_with_counts(
             input, mean_all, invstd_all, running_mean, running_var, momentum, eps, counts)
         ctx.save_for_backward(input, weight, mean, invstd, count_all.view(-1).to(torch.int32))
@@ -192,7 +223,7 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         c = input.size(1)
         if input.numel() > 0:
             grad_output = _dense(grad_output)
-            sum_dy, sum_dy_xmu, grad_weight, grad_bias = torch.batch_norm_backward_reduce(
+            sum_dy, sum_dy_xmu, grad_weight, grad_bias = _backward_reduce(
                 grad_output, input, mean, invstd, weight, need_input,
                 need_weight and weight is not None, need_bias and ctx.has_bias)
             if need_input:

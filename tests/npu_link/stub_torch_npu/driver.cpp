@@ -1,12 +1,16 @@
 // Runs the adapter's NPU kernels on CPU tensors against the recording test doubles and
 // prints every recorded event, one per line, each scenario opened by "scenario <name>".
+// NPU_LINK_HIGH_PERF_SHAPES="BT:V,..." adds one high-performance FLCE backward per shape
+// (H = 8), recording phase 1 or "refused <message>".
 #include "recorder.h"
 
 #include "npu_ops.h"  // generated: the kernels' declarations
 
 #include <ATen/ATen.h>
 
+#include <cstdlib>
 #include <iostream>
+#include <sstream>
 
 int main() {
   using recorder::record;
@@ -43,6 +47,51 @@ int main() {
                                          : "other"));
   }
   recorder::next_phase1_status() = 0;
+
+  // Targets outside [0, V) = [0, 200) on unmasked rows 1, 4 and 9 (-1, 200, 257); only
+  // row 0 (in range) is masked. V = 200: high-performance mode needs V >= 128.
+  const at::Tensor wild = at::tensor({3, -1, 7, 0, 200, 199, 2, 1, 8, 257, 4}, at::kLong);
+  const at::Tensor wild_mask = at::arange(11).eq(0);
+  const at::Tensor wide_weight = at::randn({200, 8}).to(at::kBFloat16);
+  const at::Tensor softmax = at::softmax(at::randn({11, 200}), 1);
+  record("scenario flce_grad_high_perf_out_of_range_bool_mask");
+  npu::fused_linear_cross_entropy_loss_grad(grad, input, wide_weight, wild_mask, wild, 0.0,
+                                            std::nullopt, std::nullopt, softmax.clone(),
+                                            std::nullopt);
+  record("scenario flce_grad_memory_saving_out_of_range_bool_mask");
+  npu::fused_linear_cross_entropy_loss_grad(grad, input, wide_weight, wild_mask, wild, 0.0,
+                                            stats, stats + 1, std::nullopt, std::nullopt);
+  // The packed form: row 0 masked, padding bits (rows 11-15) set, as CANN's forward writes them.
+  const at::Tensor packed = at::tensor({1, 0xF8}, at::kByte);
+  record("scenario flce_grad_custom_out_of_range_packed_mask");
+  npu::fused_linear_cross_entropy_loss_grad_custom(grad, input, wide_weight, packed, wild, 0.0,
+                                                   stats, stats + 1, std::nullopt, std::nullopt);
+
+  record("scenario flce_grad_nc_format");
+  recorder::npu_format() = 35;  // ACL_FORMAT_NC: torch_npu casts it to ND before aclnn
+  npu::fused_linear_cross_entropy_loss_grad(grad, input, weight, masked, columns, 0.0, stats,
+                                            stats + 1, std::nullopt, std::nullopt);
+  recorder::npu_format() = 2;
+
+  if (const char* shapes = std::getenv("NPU_LINK_HIGH_PERF_SHAPES")) {
+    std::stringstream list(shapes);
+    std::string shape;
+    while (std::getline(list, shape, ',')) {
+      const int64_t bt = std::stoll(shape.substr(0, shape.find(':')));
+      const int64_t v = std::stoll(shape.substr(shape.find(':') + 1));
+      record("scenario flce_grad_high_perf_" + std::to_string(bt) + "x" + std::to_string(v));
+      const at::Tensor x = at::zeros({bt, 8}, at::kBFloat16);
+      const at::Tensor w = at::zeros({v, 8}, at::kBFloat16);
+      try {
+        npu::fused_linear_cross_entropy_loss_grad(
+            at::ones({bt}), x, w, at::zeros({bt}, at::kBool), at::zeros({bt}, at::kLong), 0.0,
+            std::nullopt, std::nullopt, at::full({bt, v}, 1.0f / static_cast<float>(v)),
+            std::nullopt);
+      } catch (const c10::NotImplementedError& e) {
+        record(std::string("refused ") + e.what_without_backtrace());
+      }
+    }
+  }
   for (const std::string& event : recorder::recorded_events()) {
     std::cout << event << "\n";
   }

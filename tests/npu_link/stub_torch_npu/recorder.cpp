@@ -1,7 +1,8 @@
 // TEST DOUBLE of the torch_npu and CANN functions the NPU adapter calls (declared by the
 // headers under include/ and by op_plugin/csrc/npu/aclnn_prototypes.h). Each records what
-// it was called with in `recorded_events()`, in call order; phase 1 of the two FLCE
-// forward / backward ops also records its arguments. Built with the adapter's kernels by
+// it was called with in `recorded_events()`, in call order; phase 1 of the FLCE forward
+// and backward ops (built-in and custom) also records its arguments; in an interpreter,
+// RunAclCall records whether the GIL is held. Built with the adapter's kernels by
 // tests/npu_link/test_recorded_calls.py, which runs them on CPU tensors.
 #include "recorder.h"
 
@@ -12,8 +13,14 @@
 #include "torch_npu/csrc/core/npu/NPUFunctions.h"
 #include "torch_npu/csrc/framework/OpParamMaker.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
+
+// Python's, when the doubles are loaded into an interpreter (test_recorded_calls.py's
+// extension build); null in the stand-alone driver, which links no libpython.
+extern "C" int PyGILState_Check(void) __attribute__((weak));
 
 // What an aclTensor made by ConvertType stands for: the tensor itself.
 struct aclTensor {
@@ -34,6 +41,29 @@ int& next_phase1_status() {
 }
 
 void record(const std::string& event) { recorded_events().push_back(event); }
+
+int64_t& npu_format() {
+  static int64_t format = 2;  // ACL_FORMAT_ND
+  return format;
+}
+
+namespace {
+// In an interpreter, the events are written to $NPU_LINK_RECORD when the library unloads.
+struct DumpAtExit {
+  // The events first, so that they are destroyed after this dump (statics die in reverse).
+  DumpAtExit() { recorded_events(); }
+  ~DumpAtExit() {
+    const char* path = std::getenv("NPU_LINK_RECORD");
+    if (path == nullptr) {
+      return;
+    }
+    std::ofstream out(path);
+    for (const std::string& event : recorded_events()) {
+      out << event << "\n";
+    }
+  }
+} dump_at_exit;
+}  // namespace
 
 }  // namespace recorder
 
@@ -106,10 +136,26 @@ aclnnStatus aclnnFusedLinearCrossEntropyLossGradGetWorkspaceSize(
     const aclTensor* softmaxOptional, aclTensor* inputGradOut, aclTensor* weightGradOut,
     uint64_t* workspaceSize, aclOpExecutor** executor) {
   record("phase1 aclnnFusedLinearCrossEntropyLossGrad input=" + describe(input) +
-         " targetMask=" + describe(targetMask) + " maskedTarget=" + describe(maskedTarget) +
-         " logitsMax=" + describe(logitsMaxOptional) + " softmax=" + describe(softmaxOptional));
-  (void)grad; (void)weight; (void)labelSmoothing; (void)sumExpLogitsOptional;
+         " weight=" + describe(weight) + " targetMask=" + describe(targetMask) +
+         " targetMask_values=" + values(targetMask) + " maskedTarget=" + describe(maskedTarget) +
+         " maskedTarget_values=" + values(maskedTarget) + " logitsMax=" +
+         describe(logitsMaxOptional) + " softmax=" + describe(softmaxOptional));
+  (void)grad; (void)labelSmoothing; (void)sumExpLogitsOptional;
   (void)inputGradOut; (void)weightGradOut;
+  return finish_phase1(workspaceSize, executor);
+}
+
+aclnnStatus aclnnAscendOpsFusedLinearCrossEntropyLossGradGetWorkspaceSize(
+    const aclTensor* grad, const aclTensor* input, const aclTensor* weight,
+    const aclTensor* targetMask, const aclTensor* maskedTarget,
+    const aclTensor* logitsMaxOptional, const aclTensor* sumExpLogitsOptional,
+    const aclTensor* softmaxOptional, double labelSmoothing, aclTensor* inputGradOut,
+    aclTensor* weightGradOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
+  record("phase1 aclnnAscendOpsFusedLinearCrossEntropyLossGrad input=" + describe(input) +
+         " targetMask=" + describe(targetMask) + " targetMask_values=" + values(targetMask) +
+         " maskedTarget_values=" + values(maskedTarget) + " softmax=" + describe(softmaxOptional));
+  (void)grad; (void)weight; (void)labelSmoothing; (void)logitsMaxOptional;
+  (void)sumExpLogitsOptional; (void)inputGradOut; (void)weightGradOut;
   return finish_phase1(workspaceSize, executor);
 }
 
@@ -123,7 +169,11 @@ void* GetOpApiFuncAddr(const char* name) {
   if (n == "aclnnFusedLinearCrossEntropyLossGradGetWorkspaceSize") {
     return reinterpret_cast<void*>(&aclnnFusedLinearCrossEntropyLossGradGetWorkspaceSize);
   }
-  if (n == "aclnnFusedLinearOnlineMaxSum" || n == "aclnnFusedLinearCrossEntropyLossGrad") {
+  if (n == "aclnnAscendOpsFusedLinearCrossEntropyLossGradGetWorkspaceSize") {
+    return reinterpret_cast<void*>(&aclnnAscendOpsFusedLinearCrossEntropyLossGradGetWorkspaceSize);
+  }
+  if (n == "aclnnFusedLinearOnlineMaxSum" || n == "aclnnFusedLinearCrossEntropyLossGrad" ||
+      n == "aclnnAscendOpsFusedLinearCrossEntropyLossGrad") {
     return reinterpret_cast<void*>(&execute_entry);
   }
   if (n == "InitPTACacheThreadLocal") return reinterpret_cast<void*>(&init_pta_cache);
@@ -172,6 +222,9 @@ int ExecuteApiFunc(const void*, aclrtStream, void*, uint64_t, aclOpExecutor*) {
 }
 void RunAclCall(const std::string& name, const std::function<int()>& func) {
   record("RunAclCall " + name);
+  if (PyGILState_Check != nullptr) {  // torch_npu's RunOpApi may release the GIL and throw
+    record(std::string("GIL ") + (PyGILState_Check() ? "held" : "released"));
+  }
   func();  // the task queue off: run now
 }
 
@@ -185,6 +238,9 @@ uint32_t GetDeterministicLevel() {
 
 namespace at_npu::native {
 void ApplyDeterministicLevel(int64_t, bool, bool) { record("ApplyDeterministicLevel"); }
-int64_t get_npu_format(const at::Tensor&) { return 2; }  // ACL_FORMAT_ND
-at::Tensor npu_format_cast(const at::Tensor& tensor, int64_t) { return tensor; }
+int64_t get_npu_format(const at::Tensor&) { return recorder::npu_format(); }
+at::Tensor npu_format_cast(const at::Tensor& tensor, int64_t format) {
+  record("npu_format_cast " + std::to_string(format));
+  return tensor;
+}
 }  // namespace at_npu::native

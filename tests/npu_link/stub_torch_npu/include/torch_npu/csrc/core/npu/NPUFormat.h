@@ -1,4 +1,4 @@
-// TEST DOUBLE (see op_plugin/utils/op_api_common_base.h here): every tensor is ND.
+// TEST DOUBLE (see op_plugin/utils/op_api_common_base.h here): every tensor has the format recorder::npu_format() says (ND unless a scenario sets it).
 #pragma once
 #include <ATen/core/Tensor.h>
 namespace at_npu::native {
