@@ -64,6 +64,12 @@ RULES: dict[str, HeadRule] = {
     "GPT2LMHeadModel": HeadRule(_plain),
     "GraniteForCausalLM": HeadRule(_granite_scale),
     "CohereForCausalLM": HeadRule(_cohere_scale),
+    "OlmoForCausalLM": HeadRule(_plain),
+    # MoE: after the loss, `loss += router_aux_loss_coef * aux_loss` when labels are given
+    # and output_router_logits is on; the patched forward adds the same term.
+    "MixtralForCausalLM": HeadRule(_plain),
+    "Qwen2MoeForCausalLM": HeadRule(_plain),
+    "Qwen3MoeForCausalLM": HeadRule(_plain),
 }
 
 
