@@ -586,17 +586,22 @@ def test_a_vocab_parallel_head_over_two_ranks_matches_one_unsplit_model(tmp_path
             assert err <= GRAD_TOL, f"rank {rank}: gradient of {name} off by {err:.2e}"
 
 
-def test_the_quick_benchmark_runs_both_sides(tmp_path):
-    """scripts/benchmark_hf_integration.py --quick end to end (no timing is asserted)."""
+def test_the_quick_benchmark_runs_every_kind_of_row(tmp_path):
+    """scripts/benchmark_hf_integration.py --quick end to end (no timing is asserted):
+    unpatched, patched and patched-compiled rows, for a bfloat16 and a float32 model."""
+    import csv
     import subprocess
 
     out = tmp_path / "hf.csv"
     script = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "benchmark_hf_integration.py"
     env = {**os.environ, "PYTHONPATH": str(pathlib.Path(aot.__file__).parents[2])}
+    providers = ["transformers", "ascend_ops", "ascend_ops-compiled"]
     result = subprocess.run([sys.executable, str(script), "--quick", "--csv", str(out),
-                             "--providers", "transformers", "ascend_ops"],
-                            capture_output=True, text=True, timeout=600, env=env)
+                             "--providers", *providers, "--dtypes", "bfloat16", "float32"],
+                            capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = out.read_text().splitlines()
-    assert len(lines) == 3 and lines[1].startswith("hf_llama_train_step,transformers,")
-    assert lines[2].startswith("hf_llama_train_step,ascend_ops,forward+backward,bfloat16,2x16x64x300,")
+    rows = list(csv.DictReader(out.open()))
+    assert [(r["op"], r["provider"], r["dtype"], r["size"]) for r in rows] == [
+        ("hf_llama_train_step", p, d, "2x16x64x300") for d in ("bfloat16", "float32")
+        for p in providers]
+    assert all(float(r["median_s"]) > 0 for r in rows)
