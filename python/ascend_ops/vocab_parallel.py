@@ -113,7 +113,8 @@ def check_one_owner(bad: torch.Tensor, rows: torch.Tensor, owners: torch.Tensor,
     that do not). On CPU a ValueError names the first such row. On an accelerator reading
     `bad` would stall the host, so (as the NPU adapter's target check, SPEC §1) it is an
     asynchronous device-side assert where the backend registers one, a host check only
-    under ASCEND_OPS_NPU_CHECK_TARGETS=1, and otherwise skipped."""
+    under ASCEND_OPS_NPU_CHECK_TARGETS=1, and otherwise skipped; in a torch.compile'd
+    graph, on any device, the asynchronous assert."""
     if torch.compiler.is_compiling():  # a traced graph cannot read `bad` on the host
         torch._assert_async(~bad.any(), "linear_cross_entropy: a 'target' is held by no "
                             "shard or by several (run uncompiled to see the row)")

@@ -135,7 +135,7 @@ def refuse_a_trainer_computing_its_own_loss() -> None:
     if torch.compiler.is_compiling():
         return  # frames cannot be read in a traced graph; see docs/integrations.md
     frame = sys._getframe(2)
-    for _ in range(8):
+    for _ in range(16):  # Trainer, Module.__call__, Accelerate's wrappers, us
         if frame is None:
             return
         if frame.f_code.co_name == "compute_loss":

@@ -1,5 +1,7 @@
 """Which Hugging Face causal LMs the loss patch supports, and what each does to its logits
-between `lm_head` and the loss, stated as a factor on the hidden states.
+between `lm_head` and the loss, stated as a factor on the hidden states (the model's own
+code applies it to the hidden states the capturing head hands back, _hf_forward.py; the
+rule is there to refuse what cannot be expressed so).
 
 The patch keeps the model's own forward and only replaces what follows the head, so a model
 is supported when its forward computes `logits = lm_head(hidden)`, then at most a

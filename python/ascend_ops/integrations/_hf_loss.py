@@ -2,7 +2,7 @@
 ForCausalLMLoss computes it from the logits, without building the logits:
 
     shift = cat(labels[..., 1:], ignore_index)              # B x T: token t predicts t + 1
-    loss  = F.cross_entropy((scale * hidden @ W.T).float(), shift,
+    loss  = F.cross_entropy((hidden @ W.T).float(), shift,
                             ignore_index=ignore_index,
                             reduction="sum" if num_items_in_batch else "mean")
     loss  = loss / num_items_in_batch                        # when given (Trainer's accumulation)
