@@ -481,13 +481,20 @@ def test_restore_after_accelerate_keeps_accelerates_autocast():
     """apply, then Accelerate's prepare (bf16) wraps the forward in autocast; restore takes
     out the patch only: the wrapper stays and the model still runs in bf16 autocast."""
     import accelerate
+    from accelerate.state import AcceleratorState
 
     ids, labels = batch()
     reference = tiny_model("llama")
     with torch.autocast("cpu", dtype=torch.bfloat16):
         expected = reference(input_ids=ids).logits
     model = aot.apply(tiny_model("llama"))
-    model = accelerate.Accelerator(mixed_precision="bf16", cpu=True).prepare(model)
+    # Accelerate's state is process-wide: a Trainer run earlier fixed it to "no" mixed
+    # precision; start afresh, as Accelerate's own test cases do, and leave it afresh.
+    AcceleratorState._reset_state(reset_partial_state=True)
+    try:
+        model = accelerate.Accelerator(mixed_precision="bf16", cpu=True).prepare(model)
+    finally:
+        AcceleratorState._reset_state(reset_partial_state=True)
     wrapped = model.forward
     aot.restore(model)
     assert not aot.is_patched(model) and model.forward is wrapped
