@@ -60,7 +60,9 @@ def plan_chunk_rows(input: torch.Tensor, weight: torch.Tensor, needs_grad: bool,
     of a group hold their tensors on one kind of device, and an hccl group would refuse
     a CPU tensor anyway.
     """
-    if input.device.type != "cpu":
+    # Under torch.compile the recomputing path's custom ops (with fake kernels) are traced;
+    # the cache's native calls are not ops a graph can hold.
+    if input.device.type != "cpu" or torch.compiler.is_compiling():
         return 0
     native = _extension._native
     bt, h = input.shape

@@ -113,7 +113,12 @@ def check_one_owner(bad: torch.Tensor, rows: torch.Tensor, owners: torch.Tensor,
     that do not). On CPU a ValueError names the first such row. On an accelerator reading
     `bad` would stall the host, so (as the NPU adapter's target check, SPEC §1) it is an
     asynchronous device-side assert where the backend registers one, a host check only
-    under ASCEND_OPS_NPU_CHECK_TARGETS=1, and otherwise skipped."""
+    under ASCEND_OPS_NPU_CHECK_TARGETS=1, and otherwise skipped; in a torch.compile'd
+    graph, on any device, the asynchronous assert."""
+    if torch.compiler.is_compiling():  # a traced graph cannot read `bad` on the host
+        torch._assert_async(~bad.any(), "linear_cross_entropy: a 'target' is held by no "
+                            "shard or by several (run uncompiled to see the row)")
+        return
     on_host = bad.device.type == "cpu" or os.environ.get("ASCEND_OPS_NPU_CHECK_TARGETS") == "1"
     if not on_host:
         key = "CUDA" if bad.device.type == "cuda" else "PrivateUse1"
@@ -133,7 +138,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weight, target, ignore_index, reduction, group, start, mode,
                 needs_grad):
-        x = input.reshape(-1, input.size(-1))  # BT x H
+        # BT x H; a 2-D input is used as it is: torch.compile cannot save a view of an
+        # input for the backward
+        x = input if input.dim() == 2 else input.reshape(-1, input.size(-1))
         rows = target.reshape(-1)  # BT
         ignored = rows == ignore_index
         count = (~ignored).sum()  # a tensor: reading it would stall an accelerator's host

@@ -233,6 +233,21 @@ def test_high_perf_v_limit_is_refused_before_phase1(recorded):
         assert needs in message and "memory-saving mode (softmax=None" in message, message
 
 
+@pytest.mark.parametrize("scenario, op", [
+    ("online_max_sum_float32_refused", "aclnnFusedLinearOnlineMaxSum"),
+    ("flce_grad_float32_refused", "aclnnFusedLinearCrossEntropyLossGrad"),
+])
+def test_a_float32_head_is_refused_before_any_aclnn_call(recorded, scenario, op):
+    """CANN's ops take half types only: float32 input and weight are refused up front,
+    naming the argument (what the Hugging Face integration's float32 refusal on NPU,
+    docs/npu.md, rests on), with no phase 1 and no launch."""
+    events = recorded[scenario]
+    assert not phase1_called(events, op), events
+    assert not any(e.startswith(("RunAclCall", "ExecuteApiFunc")) for e in events), events
+    [message] = [e for e in events if e.startswith("refused ")] or [f"no refusal in {events}"]
+    assert "'input' must be torch.float16 or torch.bfloat16, got torch.float32" in message, message
+
+
 def _ints(field: str) -> list[int]:
     return [int(x) for x in field.split(",")]
 

@@ -1,109 +1,165 @@
-"""The patched forward of a Transformers causal LM: without labels the model's own forward,
-untouched; with labels the same forward with the head swapped, for that one call, for a
-stand-in that keeps the hidden states it is given and returns [B, T, 0] "logits", then the
-loss from those hidden states and the head's weight (_hf_loss.py). The model's own code
-thus runs everything it runs for a loss (decoder, caches, outputs), minus the logits.
+"""The patched forward of a Transformers causal LM.
+
+`apply` installs two callables, once, as instance attributes: `model.forward` (a
+PatchedForward) and `lm_head.forward` (a CapturingHead). A forward with labels runs the
+model's own forward with labels=None while the head is in capture mode, where it returns
+the hidden states it is given instead of logits; the model's own code thus runs all it
+runs for a loss (decoder, caches, its logit scaling, MoE router outputs) and what it calls
+`logits` is the (scaled) hidden states [B, T, H]. The loss is then linear_cross_entropy of
+those and the head's weight (_hf_loss.py). Nothing is swapped per call (only a flag is
+set), so torch.compile traces the whole forward; both callables pickle as "this model,
+patched", so torch.save and copy.deepcopy give a patched model.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import inspect
+import sys
 
 import torch
 
-from ._hf_loss import causal_lm_loss
+from ._hf_loss import causal_lm_loss, check_labels
 
 PATCH_ATTR = "_ascend_ops_patch"
+_NAME = "ascend_ops.integrations.transformers"
 
 
 @dataclasses.dataclass
 class Patch:
-    """What `apply` installed on one model, and what `restore` puts back."""
+    """What `apply` installed on one model."""
 
     mode: str
-    logit_scale: float
     compute_dtype: torch.dtype | None
     process_group: object
     vocab_start_index: int | None
-    previous_forward: object  # an instance-level forward there before (None: the class's)
+    eval_logits: bool
+    labels_position: int | None  # index of `labels` among the forward's positional args
 
     def describe(self) -> str:
         return f"ascend_ops: loss from linear_cross_entropy ({self.mode}), no logits with labels"
 
 
-@contextlib.contextmanager
-def capturing_head(head: torch.nn.Module):
-    """Within the block, `head(hidden)` records `hidden` and returns an empty [*, 0]
-    tensor, so nothing [B, T, V] is made; the head's own forward is back afterwards."""
-    seen: list[torch.Tensor] = []
-    had_own = "forward" in head.__dict__
-    own = head.__dict__.get("forward")
+class CapturingHead:
+    """`lm_head.forward` while patched: the head's own forward, except in capture mode
+    (set by PatchedForward around one call), where `head(hidden)` returns `hidden`."""
 
-    def keep_hidden(hidden, *args, **kwargs):
-        seen.append(hidden)
-        return hidden.new_empty(*hidden.shape[:-1], 0)
+    def __init__(self, head: torch.nn.Module, previous=None):
+        self.head, self.previous, self.capturing = head, previous, False
 
-    head.forward = keep_hidden
-    try:
-        yield seen
-    finally:
-        if had_own:
-            head.forward = own
+    def __call__(self, hidden, *args, **kwargs):
+        if self.capturing:
+            return hidden
+        if self.previous is not None:
+            return self.previous(hidden, *args, **kwargs)
+        return type(self.head).forward(self.head, hidden, *args, **kwargs)
+
+    def __reduce__(self):  # pickled as "this head, not capturing"
+        return CapturingHead, (self.head, self.previous)
+
+
+class PatchedForward:
+    """`model.forward` while patched (see the module docstring). It keeps the signature of
+    the forward it replaced (Trainer and generate inspect it). After `restore` it calls
+    that forward: a wrapper someone put around it since (Accelerate's autocast) keeps
+    working, minus the patch."""
+
+    def __init__(self, model: torch.nn.Module, previous=None):
+        self.model, self.previous = model, previous  # previous: an instance forward, or None
+        self.__signature__ = inspect.signature(self.original())
+        self.__doc__ = type(model).forward.__doc__
+        self.__name__ = "forward"
+
+    def original(self):
+        if self.previous is not None:
+            return self.previous
+        return type(self.model).forward.__get__(self.model)
+
+    def __reduce__(self):  # pickled as "this model, patched": torch.save / deepcopy keep it
+        return PatchedForward, (self.model, self.previous)
+
+    def __call__(self, *args, **kwargs):
+        model = self.model
+        original = self.original()
+        patch = model.__dict__.get(PATCH_ATTR)
+        if patch is None:  # restored while a wrapper still calls us
+            return original(*args, **kwargs)
+        labels = kwargs.get("labels")
+        at = patch.labels_position
+        if "labels" not in kwargs and at is not None and len(args) > at:
+            labels = args[at]
+        if labels is None:
+            if model.training and torch.is_grad_enabled():
+                refuse_a_trainer_computing_its_own_loss()
+            return original(*args, **kwargs)
+        if not model.training and patch.eval_logits:  # as unpatched: logits and its loss
+            return original(*args, **kwargs)
+        check_labels(labels, kwargs.get("shift_labels"))
+        if "labels" in kwargs:
+            kwargs = {**kwargs, "labels": None}
         else:
-            del head.forward
+            args = (*args[:at], None, *args[at + 1:])
+        return_dict = kwargs.pop("return_dict", None)
+        if return_dict is None:
+            return_dict = getattr(model.config, "return_dict", True)
+        head = model.get_output_embeddings()
+        capture = head.__dict__["forward"]
+        capture.capturing = True
+        try:
+            outputs = original(*args, return_dict=True, **kwargs)
+        finally:
+            capture.capturing = False
+        loss = causal_lm_loss(
+            outputs.logits, head.weight, labels,
+            shift_labels=kwargs.get("shift_labels"),
+            ignore_index=kwargs.get("ignore_index", -100),
+            num_items_in_batch=kwargs.get("num_items_in_batch"),
+            compute_dtype=patch.compute_dtype, process_group=patch.process_group,
+            vocab_start_index=patch.vocab_start_index, mode=patch.mode)
+        aux_loss = getattr(outputs, "aux_loss", None)
+        if aux_loss is not None:  # MoE: what the model adds to its loss when given labels
+            loss = loss + model.router_aux_loss_coef * aux_loss.to(loss.device)
+        fields = {f.name: getattr(outputs, f.name) for f in dataclasses.fields(outputs)}
+        fields.update(loss=loss, logits=None)
+        if return_dict:
+            return type(outputs)(**fields)
+        # Transformers' tuple leaves out what is None; logits keep their place (None) so that
+        # `loss, logits = out[:2]` reads as on an unpatched model.
+        return tuple(v for k, v in fields.items() if v is not None or k == "logits")
 
 
-def _original_forward(model: torch.nn.Module):
-    patch: Patch = getattr(model, PATCH_ATTR)
-    if patch.previous_forward is not None:
-        return patch.previous_forward
-    return type(model).forward.__get__(model)
+def refuse_a_trainer_computing_its_own_loss() -> None:
+    """Trainer takes the labels out of the batch when it computes the loss itself
+    (label_smoothing_factor, compute_loss_func): the model would then make the full logits
+    and the patch would do nothing. Refuse, naming the setting, rather than fall back."""
+    if torch.compiler.is_compiling():
+        return  # frames cannot be read in a traced graph; see docs/integrations.md
+    frame = sys._getframe(2)
+    for _ in range(16):  # Trainer, Module.__call__, Accelerate's wrappers, us
+        if frame is None:
+            return
+        if frame.f_code.co_name == "compute_loss":
+            trainer = frame.f_locals.get("self")
+            smoothing = getattr(getattr(trainer, "args", None), "label_smoothing_factor", 0)
+            if getattr(trainer, "label_smoother", None) is not None:
+                raise ValueError(
+                    f"{_NAME}: Trainer's label_smoothing_factor = {smoothing} takes the labels "
+                    f"out of the batch, so the model would build the full logits and the "
+                    f"patch would do nothing; set label_smoothing_factor = 0 or leave the "
+                    f"model unpatched (restore)")
+            if getattr(trainer, "compute_loss_func", None) is not None:
+                raise ValueError(
+                    f"{_NAME}: Trainer's compute_loss_func computes the loss from the logits, "
+                    f"so the patch would do nothing; drop compute_loss_func or leave the model "
+                    f"unpatched (restore)")
+            return
+        frame = frame.f_back
 
 
-def patched_forward(self, *args, **kwargs):
-    """Bound to the model as its `forward` (see apply); the signature shown is the model's."""
-    original = _original_forward(self)
-    # labels may come by position or keyword; the loss keywords arrive in **kwargs.
-    signature = inspect.signature(original)
-    bound = signature.bind_partial(*args, **kwargs)
-    labels = bound.arguments.get("labels")
-    if labels is None:  # no loss asked for (shift_labels alone gives none either)
-        return original(*args, **kwargs)
-
-    patch: Patch = getattr(self, PATCH_ATTR)
-    extra = next((bound.arguments.get(name, {}) for name, p in signature.parameters.items()
-                  if p.kind is p.VAR_KEYWORD), {})
-    loss_kwargs = dict(extra)
-    return_dict = extra.pop("return_dict", None)
-    if return_dict is None:
-        return_dict = getattr(self.config, "return_dict", True)
-    bound.arguments["labels"] = None
-    head = self.get_output_embeddings()
-    with capturing_head(head) as seen:
-        outputs = original(*bound.args, **bound.kwargs, return_dict=True)
-    if len(seen) != 1:
-        raise RuntimeError(f"ascend_ops.integrations.transformers: {type(self).__name__}'s "
-                           f"forward called its head {len(seen)} times, expected once")
-    loss = causal_lm_loss(
-        seen[0], head.weight, labels,
-        shift_labels=loss_kwargs.get("shift_labels"),
-        ignore_index=loss_kwargs.get("ignore_index", -100),
-        num_items_in_batch=loss_kwargs.get("num_items_in_batch"),
-        logit_scale=patch.logit_scale, compute_dtype=patch.compute_dtype,
-        process_group=patch.process_group, vocab_start_index=patch.vocab_start_index,
-        mode=patch.mode)
-    fields = {f.name: getattr(outputs, f.name) for f in dataclasses.fields(outputs)}
-    fields.update(loss=loss, logits=None)
-    outputs = type(outputs)(**fields)
-    return outputs if return_dict else outputs.to_tuple()
-
-
-def bind_patched_forward(model: torch.nn.Module):
-    """`patched_forward` bound to `model`, showing the class forward's signature (Trainer
-    and generate inspect it: loss kwargs, the columns a batch may carry)."""
-    wrapper = functools.wraps(type(model).forward)(
-        lambda self, *args, **kwargs: patched_forward(self, *args, **kwargs))
-    return wrapper.__get__(model)
+def labels_position(model: torch.nn.Module) -> int | None:
+    """The index of `labels` among the positional arguments of the class's forward."""
+    params = list(inspect.signature(type(model).forward).parameters.values())[1:]
+    for i, p in enumerate(params):
+        if p.name == "labels":
+            return i if p.kind is p.POSITIONAL_OR_KEYWORD else None
+    return None

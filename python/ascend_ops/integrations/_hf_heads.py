@@ -1,5 +1,7 @@
 """Which Hugging Face causal LMs the loss patch supports, and what each does to its logits
-between `lm_head` and the loss, stated as a factor on the hidden states.
+between `lm_head` and the loss, stated as a factor on the hidden states (the model's own
+code applies it to the hidden states the capturing head hands back, _hf_forward.py; the
+rule is there to refuse what cannot be expressed so).
 
 The patch keeps the model's own forward and only replaces what follows the head, so a model
 is supported when its forward computes `logits = lm_head(hidden)`, then at most a
@@ -64,6 +66,12 @@ RULES: dict[str, HeadRule] = {
     "GPT2LMHeadModel": HeadRule(_plain),
     "GraniteForCausalLM": HeadRule(_granite_scale),
     "CohereForCausalLM": HeadRule(_cohere_scale),
+    "OlmoForCausalLM": HeadRule(_plain),
+    # MoE: after the loss, `loss += router_aux_loss_coef * aux_loss` when labels are given
+    # and output_router_logits is on; the patched forward adds the same term.
+    "MixtralForCausalLM": HeadRule(_plain),
+    "Qwen2MoeForCausalLM": HeadRule(_plain),
+    "Qwen3MoeForCausalLM": HeadRule(_plain),
 }
 
 

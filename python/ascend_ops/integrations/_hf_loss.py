@@ -2,7 +2,7 @@
 ForCausalLMLoss computes it from the logits, without building the logits:
 
     shift = cat(labels[..., 1:], ignore_index)              # B x T: token t predicts t + 1
-    loss  = F.cross_entropy((scale * hidden @ W.T).float(), shift,
+    loss  = F.cross_entropy((hidden @ W.T).float(), shift,
                             ignore_index=ignore_index,
                             reduction="sum" if num_items_in_batch else "mean")
     loss  = loss / num_items_in_batch                        # when given (Trainer's accumulation)
@@ -13,10 +13,31 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from .._lce_float32 import linear_cross_entropy_float32
 from ..distributed import all_reduce_grad
 from ..vocab_parallel import linear_cross_entropy
 
 _HALF = (torch.float16, torch.bfloat16)
+_NAME = "ascend_ops.integrations.transformers"
+
+
+class LabelsDtypeError(TypeError, RuntimeError):
+    """A TypeError, and the RuntimeError Transformers' own loss raises for such labels."""
+
+
+def check_labels(labels, shift_labels=None) -> None:
+    """Labels as Transformers' loss takes them: int64 tensors (its F.cross_entropy refuses
+    float, bool and int32 targets with "expected target dtype to be Long")."""
+    for name, t in (("labels", labels), ("shift_labels", shift_labels)):
+        if t is None:
+            continue
+        if not torch.is_tensor(t):
+            raise TypeError(f"{_NAME}: '{name}' must be a torch.int64 tensor, got "
+                            f"{type(t).__name__}")
+        if t.dtype != torch.int64:
+            raise LabelsDtypeError(
+                f"{_NAME}: '{name}' must be torch.int64 (expected target dtype to be Long, as "
+                f"Transformers' loss says), got {t.dtype}")
 
 
 def shifted_labels(labels: torch.Tensor, ignore_index: int) -> torch.Tensor:
@@ -24,17 +45,24 @@ def shifted_labels(labels: torch.Tensor, ignore_index: int) -> torch.Tensor:
     return torch.nn.functional.pad(labels[..., 1:], (0, 1), value=ignore_index)
 
 
-def head_dtype(hidden: torch.Tensor, weight: torch.Tensor,
+def head_dtype(device_type: str, weight_dtype: torch.dtype,
                compute_dtype: torch.dtype | None) -> torch.dtype:
-    """The half dtype the head runs in: the one asked for; else autocast's where it is on
-    (Transformers' own head would run in it too); else the weight's if half; else
-    bfloat16 (linear_cross_entropy computes in float16 or bfloat16 only)."""
-    if compute_dtype is not None:
-        return compute_dtype
-    device_type = hidden.device.type
-    if torch.is_autocast_enabled(device_type):
-        return torch.get_autocast_dtype(device_type)
-    return weight.dtype if weight.dtype in _HALF else torch.bfloat16
+    """The dtype the head runs in: the one asked for; else autocast's where it is on
+    (Transformers' own head would run in it too); else the weight's. float32 runs in
+    float32 on CPU (linear_cross_entropy_float32); elsewhere the fused kernels, like
+    CANN's, take float16 and bfloat16 only, so a float32 head is refused there rather than
+    rounded behind the user's back."""
+    if compute_dtype is None:
+        if torch.is_autocast_enabled(device_type):
+            compute_dtype = torch.get_autocast_dtype(device_type)
+        else:
+            compute_dtype = weight_dtype if weight_dtype in _HALF else torch.float32
+    if compute_dtype == torch.float32 and device_type != "cpu":
+        raise TypeError(
+            f"{_NAME}: a float32 head on {device_type}: the fused kernels there take float16 "
+            f"or bfloat16 only; pass apply(model, compute_dtype=torch.bfloat16) to run the "
+            f"loss's head in bfloat16, or train under autocast")
+    return compute_dtype
 
 
 def causal_lm_loss(
@@ -45,34 +73,41 @@ def causal_lm_loss(
     shift_labels: torch.Tensor | None = None,
     ignore_index: int = -100,
     num_items_in_batch: torch.Tensor | int | None = None,
-    logit_scale: float = 1.0,
     compute_dtype: torch.dtype | None = None,
     process_group: dist.ProcessGroup | None = None,
     vocab_start_index: int | None = None,
     mode: str = "memory-saving",
 ) -> torch.Tensor:
-    """The loss above, float32. `hidden` [B, T, H] (as the head received it), `weight`
-    [V, H] the head's weight (this rank's shard with `process_group`); `shift_labels`, when
-    given, is used as it is (Transformers' convention for pre-shifted labels)."""
+    """The loss above, float32. `hidden` [B, T, H]: what the model's code made of the head's
+    input (its logit scaling included, as scaling commutes with the head); `weight` [V, H]
+    the head's weight (this rank's shard with `process_group`); `shift_labels`, when given,
+    is used as it is (Transformers' convention for pre-shifted labels)."""
     if shift_labels is None:
         shift_labels = shifted_labels(labels, ignore_index)
     shift_labels = shift_labels.to(hidden.device)
     if tuple(shift_labels.shape) != tuple(hidden.shape[:-1]):
         raise ValueError(
-            f"ascend_ops.integrations.transformers: 'labels' must have the shape of the "
-            f"positions the head sees {tuple(hidden.shape[:-1])}, got "
-            f"{tuple(shift_labels.shape)} (logits_to_keep cannot be combined with labels)")
-    dtype = head_dtype(hidden, weight, compute_dtype)
+            f"{_NAME}: 'labels' must have the shape of the positions the head sees "
+            f"{tuple(hidden.shape[:-1])}, got {tuple(shift_labels.shape)} (Transformers: "
+            f"Expected input batch_size ({hidden.shape[:-1].numel()}) to match target "
+            f"batch_size ({shift_labels.numel()}); logits_to_keep cannot be combined with "
+            f"labels)")
+    dtype = head_dtype(hidden.device.type, weight.dtype, compute_dtype)
     # The gradient of hidden is this shard's part; the layers below need the sum.
     hidden = all_reduce_grad(hidden, process_group)
     with torch.autocast(hidden.device.type, enabled=False):
-        x = hidden.to(dtype)
-        if logit_scale != 1.0:
-            x = x * logit_scale  # (s·x) @ W.T == s·(x @ W.T)
         reduction = "mean" if num_items_in_batch is None else "sum"
-        loss = linear_cross_entropy(
-            x, weight.to(dtype), shift_labels, ignore_index=ignore_index, reduction=reduction,
-            process_group=process_group, vocab_start_index=vocab_start_index, mode=mode)
+        if dtype == torch.float32:  # fp32 products, as the unpatched float32 head
+            loss = linear_cross_entropy_float32(
+                hidden.float(), weight.float(), shift_labels, ignore_index=ignore_index,
+                reduction=reduction, process_group=process_group,
+                vocab_start_index=vocab_start_index)
+        else:
+            # rows flattened here, so that linear_cross_entropy's input is no view it makes
+            loss = linear_cross_entropy(
+                hidden.to(dtype).reshape(-1, hidden.size(-1)), weight.to(dtype),
+                shift_labels.reshape(-1), ignore_index=ignore_index, reduction=reduction,
+                process_group=process_group, vocab_start_index=vocab_start_index, mode=mode)
     if num_items_in_batch is not None:
         if torch.is_tensor(num_items_in_batch):
             num_items_in_batch = num_items_in_batch.to(loss.device)

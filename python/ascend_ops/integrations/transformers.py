@@ -5,10 +5,12 @@
     loss = model(input_ids, labels=labels).loss       # no [B, T, V] logits made
     aot.restore(model)              # the original forward back
 
-With `labels` the loss is `ascend_ops.linear_cross_entropy` on the final hidden states and
-`lm_head.weight`, with the model's own label shift, ignore_index, logit scaling and
-`num_items_in_batch` (Trainer's gradient accumulation), and `outputs.logits` is None;
-without labels (generation, inference) the model's forward runs unchanged.
+With `labels` in training mode the loss is `ascend_ops.linear_cross_entropy` on the final
+hidden states and `lm_head.weight` (float32 on CPU: in float32), with the model's own label
+shift, ignore_index, logit scaling, MoE auxiliary loss and `num_items_in_batch` (Trainer's
+gradient accumulation), and `outputs.logits` is None; in eval mode the model's own forward
+(logits and loss) unless `eval_logits=False`; without labels (generation, inference) the
+model's forward runs unchanged. docs/integrations.md lists every difference and refusal.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import torch
 import torch.distributed as dist
 
 from ..vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
-from ._hf_forward import PATCH_ATTR, Patch, bind_patched_forward
+from ._hf_forward import PATCH_ATTR, CapturingHead, Patch, PatchedForward, labels_position
 from ._hf_heads import RULES, supported_class
 
 __all__ = ["apply", "restore", "is_patched", "SUPPORTED_CLASSES"]
@@ -33,54 +35,75 @@ def apply(
     compute_dtype: torch.dtype | None = None,
     process_group: dist.ProcessGroup | None = None,
     vocab_start_index: int | None = None,
+    eval_logits: bool = True,
 ) -> torch.nn.Module:
     """Patch `model` (a Transformers causal LM, see SUPPORTED_CLASSES) in place so that a
     forward with `labels` computes the loss with `linear_cross_entropy` and no logits.
 
     Args:
         mode: linear_cross_entropy's "memory-saving" or "high-performance".
-        compute_dtype: the head's dtype for the loss (float16 or bfloat16). Default: the
-            autocast dtype when autocast is on, else the head weight's dtype if half, else
-            bfloat16 (a float32 head is rounded to bfloat16 for the loss, as autocast does).
+        compute_dtype: the head's dtype for the loss (float16, bfloat16 or float32).
+            Default: the autocast dtype when autocast is on, else the head weight's dtype.
+            float32 runs on CPU only (the NPU kernels take half types); a float32 head on
+            an NPU without autocast needs compute_dtype=torch.bfloat16.
         process_group: the ranks over which the user has split `lm_head.weight` by rows
             (vocab-parallel head); the hidden states must be the same on every rank.
         vocab_start_index: first vocabulary id of this rank's shard (default rank * V).
+        eval_logits: in eval mode (`model.eval()`) a forward with labels is the model's own,
+            logits included, as Trainer's evaluation and compute_metrics expect; False
+            computes the eval loss as in training, without logits.
 
     Returns `model`. Applying again replaces the settings; `restore` undoes it.
     """
     if mode not in (MEMORY_SAVING, HIGH_PERFORMANCE):
         raise ValueError(f"{_API}: 'mode' must be {MEMORY_SAVING!r} or {HIGH_PERFORMANCE!r}, "
                          f"got {mode!r}")
-    if compute_dtype not in (None, torch.float16, torch.bfloat16):
-        raise TypeError(f"{_API}: 'compute_dtype' must be None, torch.float16 or "
-                        f"torch.bfloat16, got {compute_dtype}")
+    if compute_dtype not in (None, torch.float16, torch.bfloat16, torch.float32):
+        raise TypeError(f"{_API}: 'compute_dtype' must be None, torch.float16, "
+                        f"torch.bfloat16 or torch.float32, got {compute_dtype}")
+    if not isinstance(eval_logits, bool):
+        raise TypeError(f"{_API}: 'eval_logits' must be a bool, got {eval_logits!r}")
     cls = supported_class(model)
-    logit_scale = RULES[cls.__name__].logit_scale(model)
+    RULES[cls.__name__].logit_scale(model)  # refuses what the loss cannot express
     _check_head(model)
     _check_loss_function(model)
     if is_patched(model):
         restore(model)
-    patch = Patch(mode=mode, logit_scale=logit_scale, compute_dtype=compute_dtype,
-                  process_group=process_group, vocab_start_index=vocab_start_index,
-                  previous_forward=model.__dict__.get("forward"))
-    setattr(model, PATCH_ATTR, patch)
-    model.forward = bind_patched_forward(model)
+    patch = Patch(mode=mode, compute_dtype=compute_dtype, process_group=process_group,
+                  vocab_start_index=vocab_start_index, eval_logits=eval_logits,
+                  labels_position=labels_position(model))
+    head = model.get_output_embeddings()
+    model.__dict__[PATCH_ATTR] = patch
+    # Installed once; a forward with labels only flips the head's capture flag, so nothing
+    # is swapped inside a torch.compile'd region.
+    head.forward = CapturingHead(head, head.__dict__.get("forward"))
+    model.forward = PatchedForward(model, model.__dict__.get("forward"))
     # nn.Module.__repr__ prints extra_repr() on the model's first line.
     model.extra_repr = patch.describe
     return model
 
 
 def restore(model: torch.nn.Module) -> torch.nn.Module:
-    """Undo `apply`: the forward the model had before it, and no marker in its repr."""
+    """Undo `apply`: the forwards it replaced (model's and head's) are back. Where
+    something wrapped the model's forward since (Accelerate's autocast), the wrapper stays
+    and calls the original forward through the inert patch."""
     patch = model.__dict__.get(PATCH_ATTR)
     if patch is None:
         raise ValueError(f"ascend_ops.integrations.transformers.restore: this "
                          f"{type(model).__name__} is not patched")
-    del model.forward
-    if patch.previous_forward is not None:
-        model.forward = patch.previous_forward
+    del model.__dict__[PATCH_ATTR]
     del model.extra_repr
-    delattr(model, PATCH_ATTR)
+    installed = model.__dict__.get("forward")
+    if isinstance(installed, PatchedForward):
+        del model.forward
+        if installed.previous is not None:
+            model.forward = installed.previous
+    head = model.get_output_embeddings()
+    capture = head.__dict__.get("forward")
+    if isinstance(capture, CapturingHead):
+        del head.forward
+        if capture.previous is not None:
+            head.forward = capture.previous
     return model
 
 

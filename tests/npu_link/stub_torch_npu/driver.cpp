@@ -73,6 +73,26 @@ int main() {
                                             stats + 1, std::nullopt, std::nullopt);
   recorder::npu_format() = 2;
 
+  // float32 heads: CANN's ops take float16 / bfloat16 only, so the adapter refuses them
+  // before any aclnn call (the Hugging Face integration relies on it: docs/npu.md).
+  const at::Tensor input32 = input.to(at::kFloat);
+  const at::Tensor weight32 = weight.to(at::kFloat);
+  record("scenario online_max_sum_float32_refused");
+  try {
+    npu::fused_linear_online_max_sum(input32, weight32, target, 100, 150, false);
+    record("no error");
+  } catch (const c10::TypeError& e) {
+    record(std::string("refused ") + e.what_without_backtrace());
+  }
+  record("scenario flce_grad_float32_refused");
+  try {
+    npu::fused_linear_cross_entropy_loss_grad(grad, input32, weight32, masked, columns, 0.0,
+                                              stats, stats + 1, std::nullopt, std::nullopt);
+    record("no error");
+  } catch (const c10::TypeError& e) {
+    record(std::string("refused ") + e.what_without_backtrace());
+  }
+
   if (const char* shapes = std::getenv("NPU_LINK_HIGH_PERF_SHAPES")) {
     std::stringstream list(shapes);
     std::string shape;
