@@ -138,7 +138,10 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_stats_float64_cpu(const at::Tensor
   while (first.dim() > 1) {
     first = first.select(1, 0);
   }
-  const at::Tensor shift64 = first.to(at::kDouble).contiguous();  // exact for every dtype
+  at::Tensor shift64 = first.to(at::kDouble);  // exact for every dtype
+  // A non-finite first element would make every shifted value NaN (inf - inf): such a
+  // channel is summed unshifted, and gives torch's mean (an inf stays inf, NaN stays NaN).
+  shift64 = at::where(shift64.isfinite(), shift64, at::zeros_like(shift64)).contiguous();
   const ShiftedSums sums = shape.layout == cpu::BnLayout::kRuns
                                ? runs_sums(x, shape, shift64.const_data_ptr<double>())
                                : rows_sums(x, shape, shift64.const_data_ptr<double>());
