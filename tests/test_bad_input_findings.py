@@ -177,6 +177,8 @@ def test_fused_linear_online_max_sum_propagates_nan_like_the_reference(vocab, dt
     assert torch.isnan(ours[0]).all()  # NaN in every row (the NaN column)
 
 
+# A guard, not a regression test (the old code gave NaN here too): the loss of a row with a
+# NaN logit stays NaN on every engine, now that the row max is NaN as well.
 def test_linear_cross_entropy_row_with_nan_gives_nan_loss_like_torch(gemm_engine):
     g = torch.Generator().manual_seed(5)
     x = torch.randn(4, 8, generator=g).bfloat16()
