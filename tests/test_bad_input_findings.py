@@ -161,6 +161,15 @@ def test_batch_norm_stats_gives_nan_invstd_for_a_channel_holding_nan():
     torch.testing.assert_close(invstd[0], 1 / torch.sqrt(torch.tensor(0.25 + 1e-5)))
 
 
+# Found by tests/test_fuzz.py after the fixes: a channel whose first value is inf was
+# shifted by inf (inf - inf = NaN), giving a NaN mean where torch's is inf.
+def test_batch_norm_stats_mean_of_a_channel_starting_with_inf_is_inf():
+    x = torch.tensor([[float("inf"), 1.], [2., 3.]])
+    mean, invstd = torch.batch_norm_stats(x, 1e-5)
+    assert mean[0] == float("inf") and torch.isnan(invstd[0]), (mean, invstd)
+    torch.testing.assert_close(mean[1], torch.tensor(2.))
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("vocab", [6, 40, 3000])  # one block, vector tails, several blocks
 def test_fused_linear_online_max_sum_propagates_nan_like_the_reference(vocab, dtype, gemm_engine):
