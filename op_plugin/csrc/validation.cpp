@@ -2,6 +2,7 @@
 
 #include "target_mask.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <c10/util/Exception.h>
 
 #include <string>
@@ -296,6 +297,23 @@ void check_batch_norm_gather_stats(
   }
   if (running_var.has_value()) {
     check_bn_per_channel(op, "running_var", *running_var, input, true);
+  }
+  // Both are written in place, so what copy_ would refuse halfway (an expanded or
+  // self-overlapping view) or would garble (the two sharing memory) is refused here,
+  // before either is touched.
+  for (const auto& [name, t] : {std::pair<const char*, const std::optional<at::Tensor>*>{
+                                    "running_mean", &running_mean},
+                                {"running_var", &running_var}}) {
+    TORCH_CHECK_VALUE(!t->has_value() || at::has_internal_overlap(**t) != at::MemOverlap::Yes, op,
+                      ": '", name, "' is written in place and must not be an expanded or "
+                      "self-overlapping view, got strides ", (*t)->strides(), " for shape ",
+                      (*t)->sizes());
+  }
+  if (running_mean.has_value() && running_var.has_value()) {
+    const at::MemOverlapStatus shared = at::get_overlap_status(*running_mean, *running_var);
+    TORCH_CHECK_VALUE(shared != at::MemOverlapStatus::Full && shared != at::MemOverlapStatus::Partial,
+                      op, ": 'running_var' must not share memory with 'running_mean' (both are "
+                      "written in place), got overlapping tensors");
   }
 }
 

@@ -238,8 +238,12 @@ def batch_norm_reduce_backward(grad_out, input, mean, invstd, weight, input_g, w
     if mean.dtype != invstd.dtype:
         mean, invstd = mean.float(), invstd.float()
     mean, invstd = mean.contiguous(), invstd.contiguous()
+    # The kernel writes its sums in the dtype its own codes give (BnOutputHalf), which after
+    # that cast can be float32 where SPEC's is float16 (float16 input and mean, float32
+    # invstd): size the buffers by the codes passed, then cast to SPEC's dtype.
+    kernel_dtype = batch_norm_reduce_output_dtype(input.dtype, mean.dtype)
     wanted = (input_g, input_g, weight_g, bias_g)
-    outs = [torch.empty(c, dtype=out_dtype) if want else None for want in wanted]
+    outs = [torch.empty(c, dtype=kernel_dtype) if want else None for want in wanted]
     shape = (n, c, s, _DTYPE_CODE[input.dtype], _DTYPE_CODE[mean.dtype],
              bool(input_g), bool(weight_g), bool(bias_g))
     workspace_bytes = _u64()
@@ -248,7 +252,7 @@ def batch_norm_reduce_backward(grad_out, input, mean, invstd, weight, input_g, w
     _check(lib.asim_batch_norm_reduce_backward(
         _ptr(grad_out), _ptr(input), _ptr(mean), _ptr(invstd), *(_ptr(o) for o in outs),
         _ptr(workspace), workspace_bytes.value, *shape, vector_cores))
-    return tuple(outs)
+    return tuple(None if o is None else o.to(out_dtype) for o in outs)
 
 
 def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, masked_target, label_smoothing=0.0,
@@ -270,7 +274,7 @@ def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, maske
         _ptr(logits_max), _ptr(sum_exp_logits), _ptr(softmax), _ptr(input_grad), _ptr(weight_grad),
         bt, h, v, _DTYPE_CODE[input.dtype], target_mask.dtype == torch.uint8,
         masked_target.dtype == torch.int64, ai_cores)
-    if bt == 0 or h == 0:  # nothing to launch: weight_grad is zero (the NPU adapter does not call the op)
+    if bt == 0 or h == 0 or v == 0:  # nothing to launch: both outputs zero (the NPU adapter does not call the op)
         _check(lib.asim_fused_linear_cross_entropy_loss_grad(ctypes.byref(args), None, 0, 0, 0, None, 0))
         return input_grad, weight_grad
     tiling = flce_tiling_func(bt, h, v, input.dtype, softmax is None, masked_target.dtype == torch.int64, ai_cores)

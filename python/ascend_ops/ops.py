@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 from . import _npu_adapter, _sim, reference
+from ._arguments import (require_bool, require_int, require_number, require_optional_tensor,
+                         require_tensor)
 from ._extension import checks
 from ._impls import resolve
 
@@ -60,6 +62,15 @@ def fused_linear_cross_entropy_loss_grad(
     Returns:
         (input_grad [BT, H], weight_grad [V, H]), both in input's dtype.
     """
+    op = "fused_linear_cross_entropy_loss_grad"
+    for name, t in (("grad", grad), ("input", input), ("weight", weight),
+                    ("target_mask", target_mask), ("masked_target", masked_target)):
+        require_tensor(op, name, t)
+    for name, t in (("logits_max", logits_max), ("sum_exp_logits", sum_exp_logits),
+                    ("softmax", softmax)):
+        require_optional_tensor(op, name, t)
+    require_number(op, "label_smoothing", label_smoothing)
+    require_int(op, "scratch_bytes", scratch_bytes, optional=True)
     args = (grad, input, weight, target_mask, masked_target, label_smoothing,
             logits_max, sum_exp_logits, softmax)
     chosen = resolve(impl, input.device, "fused_linear_cross_entropy_loss_grad")
@@ -110,6 +121,12 @@ def batch_norm_reduce_backward(
         (sum_dy, sum_dy_xmu, grad_weight, grad_bias), each [C] or None when not asked
         for; float16 when input and mean are both float16, float32 otherwise.
     """
+    op = "batch_norm_reduce_backward"
+    for name, t in (("grad_out", grad_out), ("input", input), ("mean", mean), ("invstd", invstd)):
+        require_tensor(op, name, t)
+    require_optional_tensor(op, "weight", weight)
+    for name, flag in (("input_g", input_g), ("weight_g", weight_g), ("bias_g", bias_g)):
+        require_bool(op, name, flag)
     args = (grad_out, input, mean, invstd, weight, input_g, weight_g, bias_g)
     chosen = resolve(impl, input.device, "batch_norm_reduce_backward")
     if chosen in ("reference", "sim"):
@@ -155,6 +172,12 @@ def fused_linear_online_max_sum(
         (`masks.padding_masked`); masked_target [BT] in target's
         dtype; vocab_parallel_logits [BT, V] in input's dtype, or empty.
     """
+    op = "fused_linear_online_max_sum"
+    for name, t in (("input", input), ("weight", weight), ("target", target)):
+        require_tensor(op, name, t)
+    require_int(op, "vocab_start_index", vocab_start_index)
+    require_int(op, "vocab_end_index", vocab_end_index)
+    require_bool(op, "return_logits", return_logits)  # the reference would take "0" as True
     args = (input, weight, target, vocab_start_index, vocab_end_index, return_logits)
     if resolve(impl, input.device, "fused_linear_online_max_sum") == "reference":
         checks().check_fused_linear_online_max_sum(*args[:5])
@@ -188,7 +211,15 @@ def fused_cross_entropy_loss_with_max_sum(
     Returns:
         (loss float32 [BT], softmax float32 [BT, V] or empty).
     """
-    if resolve(impl, logits_max.device, "fused_cross_entropy_loss_with_max_sum") == "reference":
+    op = "fused_cross_entropy_loss_with_max_sum"
+    for name, t in (("logits_max", logits_max), ("sum_exp_logits", sum_exp_logits),
+                    ("predicted_logits", predicted_logits)):
+        require_tensor(op, name, t)
+    for name, t in (("input", input), ("weight", weight),
+                    ("vocab_parallel_logits", vocab_parallel_logits)):
+        require_optional_tensor(op, name, t)
+    require_number(op, "label_smoothing", label_smoothing)
+    if resolve(impl, logits_max.device, op) == "reference":
         checks().check_fused_cross_entropy_loss_with_max_sum(
             logits_max, sum_exp_logits, predicted_logits, label_smoothing, input, weight,
             vocab_parallel_logits)

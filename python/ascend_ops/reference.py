@@ -104,8 +104,11 @@ def fused_linear_online_max_sum(
     else:  # an empty shard: the max of nothing, so that it loses every all-reduce max
         logits_max = torch.full((logits.size(0),), -torch.inf, dtype=ct, device=logits.device)
     sum_exp_logits = torch.exp(logits - logits_max[:, None]).sum(dim=1)
-    masked = (target < vocab_start_index) | (target >= vocab_end_index)
-    masked_target = torch.where(masked, 0, target - vocab_start_index).to(target.dtype)
+    # In int64: a Python int past int32's range compared with an int32 tensor wraps (a start
+    # of 2**32 + 1 would act as 1), where SPEC compares the ids as integers.
+    ids = target.long()
+    masked = (ids < vocab_start_index) | (ids >= vocab_end_index)
+    masked_target = torch.where(masked, 0, ids - vocab_start_index).to(target.dtype)
     rows = torch.arange(target.size(0), device=target.device)
     picked = logits[rows, masked_target.long()] if logits.size(1) else torch.zeros_like(logits_max)
     predicted_logits = torch.where(masked, 0, picked - logits_max)

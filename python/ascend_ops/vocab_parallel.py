@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from . import _grad_cache, ops
+from ._lce_checks import check_linear_cross_entropy
 from .masks import unpack_target_mask
 
 __all__ = ["linear_cross_entropy", "MEMORY_SAVING", "HIGH_PERFORMANCE"]
@@ -63,17 +64,8 @@ def linear_cross_entropy(
         `ascend_ops.distributed.all_reduce_grad` to get that sum); the gradient w.r.t.
         `weight` is this shard's own.
     """
-    if mode not in _MODES:
-        raise ValueError(f"linear_cross_entropy: 'mode' must be one of {_MODES}, got {mode!r}")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"linear_cross_entropy: 'reduction' must be one of {_REDUCTIONS}, "
-                         f"got {reduction!r}")
-    if input.dim() < 1 or tuple(target.shape) != tuple(input.shape[:-1]):
-        raise ValueError(f"linear_cross_entropy: 'target' must have input's leading shape "
-                         f"{tuple(input.shape[:-1])}, got {tuple(target.shape)}")
-    if process_group is not None and not dist.is_initialized():
-        raise ValueError("linear_cross_entropy: 'process_group' given but torch.distributed "
-                         "is not initialized")
+    check_linear_cross_entropy(input, weight, target, ignore_index, reduction, process_group,
+                               vocab_start_index, mode, modes=_MODES, reductions=_REDUCTIONS)
     if vocab_start_index is None:
         rank = 0 if process_group is None else dist.get_rank(process_group)
         vocab_start_index = rank * weight.size(0)
@@ -189,8 +181,9 @@ class _LinearCrossEntropy(torch.autograd.Function):
     def _forward_caching_grad(ctx, x, weight, rows, ignored, shard_target, ignore_index, group,
                               start, chunk_rows):
         """Memory-saving mode with the logits gradient formed here (_grad_cache.py)."""
-        in_shard = (shard_target >= start) & (shard_target < start + weight.size(0))
-        columns = torch.where(in_shard, shard_target - start, -1).long()
+        ids = shard_target.long()  # an int32 tensor against a start past 2**31 would wrap
+        in_shard = (ids >= start) & (ids < start + weight.size(0))
+        columns = torch.where(in_shard, ids - start, -1)
         # G is formed for the upstream gradient a loss.backward() passes: 1 / count for
         # "mean", 1 otherwise; 0 on ignored rows. The backward applies any other.
         scale = 1.0 / ctx.count.clamp_min(1) if ctx.reduction == "mean" else torch.tensor(1.0)

@@ -208,11 +208,14 @@ int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args,
     t_counters = sim::LaunchCounters{};
     sim::RecordedLaunches().clear();
     const uint32_t e = akn::DtypeBytes(a.dtype);
-    if (a.bt == 0 || a.h == 0) {  // nothing to launch (the TilingFunc refuses it); weight_grad is zero (a memset)
-      if (host_tiling != nullptr) throw sim::SimError("fused_linear_cross_entropy_loss_grad: BT = 0 or H = 0 has no tiling");
+    // Nothing to launch (the TilingFunc refuses an empty shape): both outputs are zero (memsets), as the
+    // NPU adapter gives without calling the op (an empty shard, V = 0, included).
+    if (a.bt == 0 || a.h == 0 || a.v == 0) {
+      if (host_tiling != nullptr) throw sim::SimError("fused_linear_cross_entropy_loss_grad: BT, H or V = 0 has no tiling");
+      std::memset(a.input_grad, 0, a.bt * a.h * e);
       std::memset(a.weight_grad, 0, a.v * a.h * e);
-      t_counters.gm_write_bytes += a.v * a.h * e;
-      t_counters.touched_data_bytes += a.v * a.h * e;
+      t_counters.gm_write_bytes += (a.bt + a.v) * a.h * e;
+      t_counters.touched_data_bytes += (a.bt + a.v) * a.h * e;
       return;
     }
     if (host_tiling == nullptr) throw sim::SimError("fused_linear_cross_entropy_loss_grad: no tiling from the TilingFunc");

@@ -118,11 +118,16 @@ void rescale_bf16(const uint16_t* src, int64_t n, float scale, uint16_t* dst) {
 float row_max(const float* row, int64_t n) {
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
   __m256 m = neg_inf;
+  // vmaxps drops a NaN once a later lane compares against it; torch.amax returns NaN for a
+  // row holding one, so NaN lanes are tracked apart.
+  __m256 nan = _mm256_setzero_ps();
   for (int64_t j = 0; j < n; j += kLanes) {
     const __m256 lanes = _mm256_castsi256_ps(first_lanes(n - j));
-    m = _mm256_max_ps(m, _mm256_blendv_ps(neg_inf, load_floats(row + j, n - j), lanes));
+    const __m256 v = _mm256_blendv_ps(neg_inf, load_floats(row + j, n - j), lanes);
+    m = _mm256_max_ps(m, v);
+    nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
   }
-  return horizontal_max(m);
+  return _mm256_movemask_ps(nan) ? __builtin_nanf("") : horizontal_max(m);
 }
 
 double exp_sum(const float* row, int64_t n, float row_max) {

@@ -288,11 +288,16 @@ void rescale_bf16(const uint16_t* src, int64_t n, float scale, uint16_t* dst) {
 
 float row_max(const float* row, int64_t n) {
   __m512 m = _mm512_set1_ps(-__builtin_inff());
+  // vmaxps drops a NaN once a later lane compares against it; torch.amax returns NaN for a
+  // row holding one, so NaN lanes are tracked apart (one compare per 16 floats).
+  __mmask16 nan = 0;
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 mask = first_lanes(n - j);
-    m = _mm512_mask_max_ps(m, mask, m, _mm512_maskz_loadu_ps(mask, row + j));
+    const __m512 v = _mm512_maskz_loadu_ps(mask, row + j);
+    m = _mm512_mask_max_ps(m, mask, m, v);
+    nan |= _mm512_mask_cmp_ps_mask(mask, v, v, _CMP_UNORD_Q);
   }
-  return _mm512_reduce_max_ps(m);
+  return nan ? __builtin_nanf("") : _mm512_reduce_max_ps(m);
 }
 
 double exp_sum(const float* row, int64_t n, float row_max) {

@@ -9,6 +9,8 @@
 //   invstd = 1 / sqrt(M2 / n + eps),
 //   running_mean ← (1 − momentum) · running_mean + momentum · mean,
 //   running_var  ← (1 − momentum) · running_var  + momentum · M2 / (n − 1)  (unbiased).
+// The caller's running statistics are validated with everything else (validation.cpp) and
+// written only at the end, both or neither.
 // With n = 0 (every rank empty) mean is 0, invstd NaN and the running statistics are
 // left as they are (CUDA's kernel would decay them towards 0).
 // The inputs are [world, C]: small, so this is a plain loop.
@@ -73,11 +75,19 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats_with_counts_cpu(
     uv[channel] = m2 / (n - 1.0);  // n = 1: inf or NaN, as CUDA gives
   }
   if (n > 0.0) {
+    // Both updates are formed first and written last, so nothing can fail between the writes.
+    at::Tensor new_mean, new_var;
     if (running_mean.has_value()) {
-      running_mean->copy_(running_mean->to(at::kDouble) * (1.0 - momentum) + global_mean * momentum);
+      new_mean = running_mean->to(at::kDouble) * (1.0 - momentum) + global_mean * momentum;
     }
     if (running_var.has_value()) {
-      running_var->copy_(running_var->to(at::kDouble) * (1.0 - momentum) + unbiased_var * momentum);
+      new_var = running_var->to(at::kDouble) * (1.0 - momentum) + unbiased_var * momentum;
+    }
+    if (running_mean.has_value()) {
+      running_mean->copy_(new_mean);
+    }
+    if (running_var.has_value()) {
+      running_var->copy_(new_var);
     }
   }
   return {global_mean.to(mean.scalar_type()), global_invstd.to(mean.scalar_type())};

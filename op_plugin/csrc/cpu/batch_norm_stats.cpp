@@ -138,7 +138,10 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_stats_float64_cpu(const at::Tensor
   while (first.dim() > 1) {
     first = first.select(1, 0);
   }
-  const at::Tensor shift64 = first.to(at::kDouble).contiguous();  // exact for every dtype
+  at::Tensor shift64 = first.to(at::kDouble);  // exact for every dtype
+  // A non-finite first element would make every shifted value NaN (inf - inf): such a
+  // channel is summed unshifted, and gives torch's mean (an inf stays inf, NaN stays NaN).
+  shift64 = at::where(shift64.isfinite(), shift64, at::zeros_like(shift64)).contiguous();
   const ShiftedSums sums = shape.layout == cpu::BnLayout::kRuns
                                ? runs_sums(x, shape, shift64.const_data_ptr<double>())
                                : rows_sums(x, shape, shift64.const_data_ptr<double>());
@@ -150,7 +153,10 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_stats_float64_cpu(const at::Tensor
   double* invstd = invstd64.mutable_data_ptr<double>();
   for (const auto channel : c10::irange(c)) {
     const double shifted_mean = sums.sum[channel] / count;
-    const double var = std::max(0.0, sums.sum_sq[channel] / count - shifted_mean * shifted_mean);
+    // Clamp rounding's small negatives to 0, but keep NaN (std::max(0.0, NaN) is 0): a
+    // channel holding NaN must get a NaN invstd, as torch's, not a healthy-looking one.
+    const double raw_var = sums.sum_sq[channel] / count - shifted_mean * shifted_mean;
+    const double var = raw_var < 0.0 ? 0.0 : raw_var;
     mean[channel] = k[channel] + shifted_mean;
     invstd[channel] = 1.0 / std::sqrt(var + eps);
   }

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace ascend_ops {
 namespace cpu {
@@ -85,7 +86,12 @@ float logits_row_max(const float* row, int64_t n) {
     case Isa::kScalar:
       break;
   }
-  return *std::max_element(row, row + n);
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    if (std::isnan(row[j])) return row[j];  // NaN in, NaN out, as torch.amax
+    m = std::max(m, row[j]);
+  }
+  return m;
 }
 
 double logits_exp_sum(const float* row, int64_t n, float row_max) {

@@ -76,7 +76,9 @@ void online_max_sum(const at::Tensor& input, const at::Tensor& weight,
         for (int64_t i = begin; i < end; ++i) {
           const float* row = l + i * cols;
           RowState& s = state[row0 + i];
-          const float new_max = std::max(s.max, cpu::logits_row_max(row, cols));
+          // NaN wins (std::max would keep s.max): a NaN logit makes the row's statistics NaN, as torch's
+          const float block_max = cpu::logits_row_max(row, cols);
+          const float new_max = std::isnan(block_max) ? block_max : std::max(s.max, block_max);
           const double block_sum = cpu::logits_exp_sum(row, cols, new_max);
           // Rescale what was summed against the old maximum (0 before the first block).
           const double rescale = s.sum_exp == 0.0 ? 0.0 : std::exp(double(s.max) - new_max);

@@ -6,7 +6,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..vocab_parallel import MEMORY_SAVING, linear_cross_entropy
+from .._lce_checks import check_options
+from ..vocab_parallel import _MODES, _REDUCTIONS, MEMORY_SAVING, linear_cross_entropy
 
 __all__ = ["LinearCrossEntropyLoss"]
 
@@ -19,6 +20,8 @@ class LinearCrossEntropyLoss(nn.Module):
                  process_group: dist.ProcessGroup | None = None,
                  vocab_start_index: int | None = None, mode: str = MEMORY_SAVING) -> None:
         super().__init__()
+        check_options(ignore_index, reduction, process_group, vocab_start_index, mode,
+                      modes=_MODES, reductions=_REDUCTIONS)  # fail here, not at the first step
         self.ignore_index, self.reduction, self.mode = ignore_index, reduction, mode
         self.process_group, self.vocab_start_index = process_group, vocab_start_index
 

@@ -29,6 +29,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from .. import _aten, _npu_adapter
+from .._arguments import require_tensor
 from .._extension import native
 
 __all__ = ["SyncBatchNorm"]
@@ -48,6 +49,7 @@ class SyncBatchNorm(_BatchNorm):
         self.process_group = process_group
 
     def _check_input_dim(self, input: torch.Tensor) -> None:
+        require_tensor("SyncBatchNorm", "input", input)
         if input.dim() < 2:  # torch's checks and messages
             raise ValueError(f"expected at least 2D input (got {input.dim()}D input)")
         if input.size(1) == 0:
