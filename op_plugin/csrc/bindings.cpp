@@ -2,14 +2,14 @@
 // Python functions below expose the shared validation to the reference and the fake
 // kernels, so every implementation rejects bad input with the same message.
 #include "aten_registration.h"
-#include "cpu/avx512_kernels.h"
-#include "cpu/batch_norm_kernels.h"
-#include "cpu/batch_norm_loops.h"
-#include "cpu/bf16_gemm.h"
-#include "cpu/bf16_matrix.h"
-#include "cpu/gemm.h"
-#include "cpu/gemm_operands.h"
-#include "cpu/lce_grad_cache.h"
+#include "cpu/gemm/avx512_kernels.h"
+#include "cpu/batch_norm/batch_norm_kernels.h"
+#include "cpu/batch_norm/batch_norm_loops.h"
+#include "cpu/gemm/bf16_gemm.h"
+#include "cpu/gemm/bf16_matrix.h"
+#include "cpu/gemm/gemm.h"
+#include "cpu/gemm/gemm_operands.h"
+#include "cpu/cross_entropy/lce_grad_cache.h"
 #include "npu/builtin_limits_py.h"
 #include "validation.h"
 
@@ -138,7 +138,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           return std::string(ascend_ops::cpu::engine_name(ascend_ops::cpu::gemm_engine(at::kBFloat16)));
         },
         "The engine the CPU kernels use for bfloat16 (ASCEND_OPS_CPU_GEMM, else measured).");
-  // linear_cross_entropy's logits-gradient cache (cpu/lce_grad_cache.h); internal to
+  // linear_cross_entropy's logits-gradient cache (cpu/cross_entropy/lce_grad_cache.h); internal to
   // python/ascend_ops/vocab_parallel.py, which checks the arguments.
   m.def("cpu_scratch_ld", &ascend_ops::cpu::scratch_ld, py::arg("n"),
         "Leading dimension (>= n) the CPU kernels give a bf16 scratch matrix of n columns.");

@@ -24,12 +24,12 @@
 //
 // Chunk sizes depend on the shapes and the budget only, never on the thread count, and
 // every element is summed in one fixed order: results are bitwise reproducible.
-#include "../target_mask.h"
-#include "../validation.h"
-#include "avx512_kernels.h"
-#include "bf16_matrix.h"
-#include "gemm.h"
-#include "gemm_operands.h"
+#include "../../target_mask.h"
+#include "../../validation.h"
+#include "../gemm/avx512_kernels.h"
+#include "../gemm/bf16_matrix.h"
+#include "../gemm/gemm.h"
+#include "../gemm/gemm_operands.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

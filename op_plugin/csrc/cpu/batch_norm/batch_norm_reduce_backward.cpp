@@ -12,7 +12,7 @@
 // Any other layout is copied to contiguous first. The task cut depends on the shape
 // only and the task sums are added in task order, so results are bitwise identical for
 // any thread count. Scratch is per task, not per element: no tensor-sized temporaries.
-#include "../validation.h"
+#include "../../validation.h"
 #include "batch_norm_kernels.h"
 #include "batch_norm_layout.h"
 

@@ -1,8 +1,8 @@
 #include "lce_grad_cache.h"
 
-#include "bf16_matrix.h"
-#include "gemm.h"
-#include "gemm_operands.h"
+#include "../gemm/bf16_matrix.h"
+#include "../gemm/gemm.h"
+#include "../gemm/gemm_operands.h"
 
 #include <ATen/Parallel.h>
 

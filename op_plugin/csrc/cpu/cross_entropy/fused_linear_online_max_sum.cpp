@@ -13,11 +13,11 @@
 //
 // The block logits come from the GEMM layer (gemm.h), fp32 out of half operands, on the
 // engine it chose for the dtype (float16: portable, which widens chunk and block to fp32).
-#include "../target_mask.h"
-#include "../validation.h"
-#include "bf16_matrix.h"
-#include "gemm.h"
-#include "gemm_operands.h"
+#include "../../target_mask.h"
+#include "../../validation.h"
+#include "../gemm/bf16_matrix.h"
+#include "../gemm/gemm.h"
+#include "../gemm/gemm_operands.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
