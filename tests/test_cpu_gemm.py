@@ -160,11 +160,6 @@ def test_engines_are_timed_and_the_fastest_is_chosen(monkeypatch, kind):
     assert dict(_C.cpu_gemm_timings(kind)) == timings  # measured once per process
 
 
-def test_the_two_kinds_are_timed_on_different_products():
-    # Same engines, separate measurements (different shapes): the tables are not one table.
-    assert dict(_C.cpu_gemm_timings("fp32_out")) != dict(_C.cpu_gemm_timings("rounded"))
-
-
 # What an Intel Xeon with AMX measured (docs/cpu_kernels.md; the first-use probe's figures
 # for onednn, avx512bf16, avx2 and portable, the (M, N, K) products' for mkl and onednn):
 # mkl is the fastest fp32-out engine (no fp32 copies), onednn the fastest rounded one.
