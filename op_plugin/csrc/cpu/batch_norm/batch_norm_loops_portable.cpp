@@ -4,6 +4,10 @@
 #include "../gemm/engine_switch.h"
 #include "batch_norm_loops.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>  // the reduce's float-to-double pair conversion
+#endif
+
 #define BN_LOOPS_AVX512 0
 
 namespace ascend_ops {
