@@ -53,7 +53,8 @@ def relative(path: pathlib.Path) -> str:
 
 def native_sources() -> list[str]:
     csrc = ROOT / "op_plugin" / "csrc"
-    sources = sorted(csrc.glob("*.cpp")) + sorted((csrc / "cpu").glob("*.cpp"))
+    # The CPU kernels live in one folder per concern (cpu/gemm, cpu/cross_entropy, cpu/batch_norm).
+    sources = sorted(csrc.glob("*.cpp")) + sorted((csrc / "cpu").glob("*/*.cpp"))
     # CANN's shape limits, plain C++: _C reports them on every build (ascend_ops.npu_limits).
     sources.append(csrc / "npu" / "builtin_limits.cpp")
     return [relative(gen_registration.generate(GENERATED))] + [relative(p) for p in sources]

@@ -27,8 +27,9 @@ Providers:
                          inputs once (x.sum(), + dy.sum() for the backward ops);
                          copy_floor: reading them once and writing a fresh output
                          (x.clone(), dy + x), the floor of elemt and backward elemt
-  batch_norm_reduce_backward (float32, bfloat16)
+  batch_norm_reduce_backward (float32, bfloat16; `engine` adds the batch-norm loops' build)
     ascend_ops      our CPU kernel
+    ascend_ops_portable  the same with ASCEND_OPS_CPU_GEMM=portable (the portable loops)
     torch_formula   SPEC §2 in plain torch (fp32 upcasts)
     aten_native     aten.native_batch_norm_backward(output_mask=[False, True, True])
     read_floor      grad_out.sum() + input.sum(): reading both inputs once
@@ -191,18 +192,22 @@ def bn_providers(shape, dtype) -> dict:
     def read_floor():
         return dy.sum(), x.sum()
 
-    return {"ascend_ops": ours, "torch_formula": formula, "aten_native": aten_native,
-            "read_floor": read_floor}
+    return {"ascend_ops": ours, "ascend_ops_portable": portable(ours), "torch_formula": formula,
+            "aten_native": aten_native, "read_floor": read_floor}
 
 
 def bench_bn(shapes, dtypes, rounds: int, machine: dict) -> list[ResultRow]:
+    # `engine`: the GEMM engines (unused here) and the batch-norm loops' build, one value
+    # for the whole run so the providers of a shape stay one group in the tables
+    engine = f"{machine['engine']} bn_loops={ascend_ops._C.cpu_batch_norm_engine()}"
     rows = []
     for shape in shapes:
         for dtype in dtypes:
             times = time_interleaved(bn_providers(shape, dtype), rounds)
             for provider, samples in times.items():
+                fields = {**machine, "engine": engine}
                 row = ResultRow(BN, provider, "reduce", str(dtype).removeprefix("torch."),
-                                "x".join(map(str, shape)), **machine, **timing_fields(samples, rounds))
+                                "x".join(map(str, shape)), **fields, **timing_fields(samples, rounds))
                 rows.append(row)
                 print_row(row)
     return rows

@@ -107,17 +107,21 @@ def bn_table(rows: list[dict]) -> str:
             work *= part
         return cpu, -work, dtype != "float32", date
 
-    for (cpu, _, size, dtype, _), by in sorted(groups.items(), key=order):
+    for (cpu, engine, size, dtype, _), by in sorted(groups.items(), key=order):
         if not {"ascend_ops", "aten_native", "read_floor", "torch_formula"} <= by.keys():
             continue
         ours, aten, floor, torch_ = (float(by[p]["median_s"]) for p in
                                      ("ascend_ops", "aten_native", "read_floor", "torch_formula"))
-        body.append([cpu, size.replace("x", "×"), dtype, seconds(by["ascend_ops"]["median_s"]),
+        # the batch-norm loops' build, where the row says (rows since 2026-12-03)
+        loops = engine.split("bn_loops=")[1] if "bn_loops=" in engine else "–"
+        portable = (f"{float(by['ascend_ops_portable']['median_s']) / aten:.2f}×"
+                    if "ascend_ops_portable" in by else "–")
+        body.append([cpu, size.replace("x", "×"), dtype, loops, seconds(by["ascend_ops"]["median_s"]),
                      seconds(by["aten_native"]["median_s"]), f"{ours / aten:.2f}×",
                      seconds(by["read_floor"]["median_s"]), f"{ours / floor:.2f}×",
-                     f"{torch_ / ours:.1f}×"])
-    return markdown(["CPU", "shape", "dtype", "ours", "aten native", "ours / aten", "read floor",
-                     "ours / floor", "plain torch / ours"], body)
+                     f"{torch_ / ours:.1f}×", portable])
+    return markdown(["CPU", "shape", "dtype", "loops", "ours", "aten native", "ours / aten", "read floor",
+                     "ours / floor", "plain torch / ours", "portable loops / aten"], body)
 
 
 SYNC_BN = "sync_batch_norm"

@@ -6,7 +6,9 @@ A row is one provider's timing of one op at one size on one machine:
     op, provider, mode, dtype, size      what ran ("4096x4096x16000", "64x64x112x112")
     threads, cpu_model, amx_bf16, avx512_bf16, engine
                                          where: the CPU class and the ascend_ops CPU GEMM
-                                         engine in force in the measuring process
+                                         engines in force in the measuring process, one
+                                         per kind of product ("fp32_out=mkl rounded=onednn";
+                                         a single name in rows before 2026-12-03)
     median_s, p20_s, p80_s, rounds       the timing
     peak_extra_mib, budget_mib, outputs_mib   memory, where measured (else empty);
                                          budget_mib: what the memory target allows
@@ -15,9 +17,10 @@ A row is one provider's timing of one op at one size on one machine:
     torch, date
     load_1m                              the 1-minute load average when the run started:
                                          above the thread count, other processes competed
-    engine_tflops                        every available GEMM engine's TFLOP/s on the
-                                         first-use block ("onednn=0.317 avx512bf16=0.595
-                                         portable=0.167"): how close the engine choice was
+    engine_tflops                        every available GEMM engine's TFLOP/s on each
+                                         kind's first-use product ("fp32_out: onednn=0.317
+                                         avx2=0.2 portable=0.167; rounded: ..."; one list in
+                                         rows before 2026-12-03): how close the choices were
                                          on this CPU class (empty in rows before 2026-12-01)
 
 Rows are appended; a reader keeps the newest row per key (every field up to engine, and
@@ -91,7 +94,8 @@ def machine_fields() -> dict:
     try:
         report = gemm_engine_report()
         engine = report.engine
-        tflops = " ".join(f"{name}={t:.3f}" for name, t in report.tflops.items())
+        tflops = "; ".join(f"{kind}: " + " ".join(f"{name}={t:.3f}" for name, t in speeds.items())
+                           for kind, speeds in report.tflops.items())
     except RuntimeError:  # the native library is not loaded
         engine, tflops = "none", ""
     return {"threads": torch.get_num_threads(), "cpu_model": info.model,

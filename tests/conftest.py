@@ -44,12 +44,34 @@ def _gemm_engines() -> list[str]:
     return list(_C.cpu_gemm_engines())
 
 
+GEMM_KIND_VARIABLES = ("ASCEND_OPS_CPU_GEMM_FP32_OUT", "ASCEND_OPS_CPU_GEMM_ROUNDED")
+
+
 @pytest.fixture(params=_gemm_engines())
 def gemm_engine(request, monkeypatch):
-    """Runs a test on each GEMM engine this CPU offers for bfloat16 (onednn, avx512bf16,
-    avx2, portable), forced with ASCEND_OPS_CPU_GEMM; float16 runs on portable whatever is set."""
+    """Runs a test on each GEMM engine this CPU offers for bfloat16 (onednn, mkl, avx512bf16,
+    avx2, portable), forced for both kinds of product with ASCEND_OPS_CPU_GEMM; float16 runs
+    on portable whatever is set."""
     monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
+    for variable in GEMM_KIND_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", request.param)
+    return request.param
+
+
+def _mixed_engine_pairs() -> list[tuple[str, str]]:
+    engines = _gemm_engines()
+    return [(f, r) for f in engines for r in engines if f != r]
+
+
+@pytest.fixture(params=_mixed_engine_pairs(), ids=lambda p: f"fp32_out={p[0]}-rounded={p[1]}")
+def gemm_engine_pair(request, monkeypatch):
+    """Runs a test on each pair of different engines for the two kinds of product (fp32-out,
+    rounded), forced with ASCEND_OPS_CPU_GEMM_FP32_OUT and ASCEND_OPS_CPU_GEMM_ROUNDED."""
+    monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
+    monkeypatch.delenv("ASCEND_OPS_CPU_GEMM", raising=False)
+    for variable, engine in zip(GEMM_KIND_VARIABLES, request.param):
+        monkeypatch.setenv(variable, engine)
     return request.param
 
 

@@ -141,38 +141,123 @@ def test_user_matmul_precision_is_restored():
     assert torch.backends.mkldnn.matmul.fp32_precision == before
 
 
-def test_engines_are_timed_and_the_fastest_is_chosen(monkeypatch):
-    monkeypatch.delenv("ASCEND_OPS_CPU_GEMM", raising=False)
-    monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
-    timings = dict(_C.cpu_gemm_timings())
+KINDS = ("fp32_out", "rounded")
+KIND_VARIABLES = {"fp32_out": "ASCEND_OPS_CPU_GEMM_FP32_OUT", "rounded": "ASCEND_OPS_CPU_GEMM_ROUNDED"}
+ALL_SWITCHES = ("ASCEND_OPS_CPU_GEMM", "ASCEND_OPS_CPU_PORTABLE", *KIND_VARIABLES.values())
+
+
+def clear_switches(monkeypatch):
+    for name in ALL_SWITCHES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_engines_are_timed_and_the_fastest_is_chosen(monkeypatch, kind):
+    clear_switches(monkeypatch)
+    timings = dict(_C.cpu_gemm_timings(kind))
     assert set(timings) == set(ENGINES) and all(t > 0 for t in timings.values())
-    assert _C.cpu_gemm_engine() == max(timings, key=timings.get)
-    assert dict(_C.cpu_gemm_timings()) == timings  # measured once per process
+    assert _C.cpu_gemm_engine(kind) == max(timings, key=timings.get)
+    assert dict(_C.cpu_gemm_timings(kind)) == timings  # measured once per process
+
+
+# What an Intel Xeon with AMX measured (docs/cpu_kernels.md; the first-use probe's figures
+# for onednn, avx512bf16, avx2 and portable, the (M, N, K) products' for mkl and onednn):
+# mkl is the fastest fp32-out engine (no fp32 copies), onednn the fastest rounded one.
+AMX_ENGINES = ["onednn", "mkl", "avx512bf16", "avx2", "portable"]
+AMX_TIMINGS = {
+    "fp32_out": [("onednn", 0.71), ("mkl", 1.06), ("avx512bf16", 0.18), ("avx2", 0.20),
+                 ("portable", 0.26)],
+    "rounded": [("onednn", 1.57), ("mkl", 1.02), ("avx512bf16", 0.18), ("avx2", 0.20),
+                ("portable", 0.26)],
+}
+
+
+def test_amx_like_timings_choose_mkl_for_fp32_out_and_onednn_for_rounded(monkeypatch):
+    clear_switches(monkeypatch)
+    choice = {kind: _C.cpu_gemm_choice(kind, AMX_ENGINES, AMX_TIMINGS[kind]) for kind in KINDS}
+    assert choice == {"fp32_out": "mkl", "rounded": "onednn"}
+    # A CPU without mkl or onednn gets the fastest of what it has, whatever else was timed.
+    assert _C.cpu_gemm_choice("fp32_out", ["onednn", "avx2", "portable"],
+                              AMX_TIMINGS["fp32_out"]) == "onednn"
+    assert _C.cpu_gemm_choice("rounded", ["avx2", "portable"], AMX_TIMINGS["rounded"]) == "portable"
+
+
+def test_forcing_beats_timings_per_kind(monkeypatch):
+    clear_switches(monkeypatch)
+    pick = {kind: (lambda k=kind: _C.cpu_gemm_choice(k, AMX_ENGINES, AMX_TIMINGS[k])) for kind in KINDS}
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "avx2")  # both kinds
+    assert (pick["fp32_out"](), pick["rounded"]()) == ("avx2", "avx2")
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM_ROUNDED", "portable")  # the per-kind form wins
+    assert (pick["fp32_out"](), pick["rounded"]()) == ("avx2", "portable")
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM_ROUNDED", "auto")  # measured, whatever the other says
+    assert (pick["fp32_out"](), pick["rounded"]()) == ("avx2", "onednn")
+    monkeypatch.delenv("ASCEND_OPS_CPU_GEMM")
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM_FP32_OUT", "onednn")
+    assert (pick["fp32_out"](), pick["rounded"]()) == ("onednn", "onednn")
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM_FP32_OUT", "")  # empty: unset
+    assert pick["fp32_out"]() == "mkl"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_forcing_an_engine_this_cpu_lacks_names_the_variable(monkeypatch, kind):
+    clear_switches(monkeypatch)
+    monkeypatch.setenv(KIND_VARIABLES[kind], "mkl")
+    with pytest.raises(ValueError, match=rf"{KIND_VARIABLES[kind]}='mkl' is not available on this "
+                                         r"CPU \(available: avx2, portable\)"):
+        _C.cpu_gemm_choice(kind, ["avx2", "portable"], AMX_TIMINGS[kind])
+    monkeypatch.delenv(KIND_VARIABLES[kind])
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "onednn")
+    with pytest.raises(ValueError, match=r"ASCEND_OPS_CPU_GEMM='onednn' is not available"):
+        _C.cpu_gemm_choice(kind, ["avx2", "portable"], AMX_TIMINGS[kind])
 
 
 def test_environment_forces_an_engine(monkeypatch):
-    monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
+    clear_switches(monkeypatch)
     for engine in ENGINES:
         monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", engine)
-        assert _C.cpu_gemm_engine() == engine
+        assert _C.cpu_gemm_engine("fp32_out") == _C.cpu_gemm_engine("rounded") == engine
+        for kind in KINDS:
+            other = "portable" if engine != "portable" else ENGINES[0]
+            monkeypatch.setenv(KIND_VARIABLES[kind], other)
+            assert _C.cpu_gemm_engine(kind) == other
+            monkeypatch.delenv(KIND_VARIABLES[kind])
     monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "auto")
     assert _C.cpu_gemm_engine() in ENGINES
     monkeypatch.delenv("ASCEND_OPS_CPU_GEMM")
     monkeypatch.setenv("ASCEND_OPS_CPU_PORTABLE", "1")  # the alias
-    assert _C.cpu_gemm_engine() == "portable"
+    assert _C.cpu_gemm_engine("fp32_out") == _C.cpu_gemm_engine("rounded") == "portable"
+
+
+def test_engine_report_gives_both_choices_and_every_speed(monkeypatch):
+    from ascend_ops.cpu_info import gemm_engine_report
+
+    clear_switches(monkeypatch)
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM_ROUNDED", "portable")
+    report = gemm_engine_report()
+    assert report.engines == {"fp32_out": _C.cpu_gemm_engine("fp32_out"), "rounded": "portable"}
+    assert report.forced == {"fp32_out": False, "rounded": True}
+    assert all(set(report.tflops[kind]) == set(ENGINES) for kind in KINDS)
+    assert report.engine == f"fp32_out={report.engines['fp32_out']} rounded=portable"
+    text = report.describe()
+    assert "fp32_out: " in text and "rounded: portable (forced by the environment)" in text
 
 
 @pytest.mark.parametrize("env, message", [
     ({"ASCEND_OPS_CPU_GEMM": "fastest"},
-     "ASCEND_OPS_CPU_GEMM must be one of auto, onednn, avx512bf16, avx2, portable; "
+     "ASCEND_OPS_CPU_GEMM must be one of auto, onednn, mkl, avx512bf16, avx2, portable; "
      "got 'fastest'"),
+    ({"ASCEND_OPS_CPU_GEMM_FP32_OUT": "MKL"},
+     "ASCEND_OPS_CPU_GEMM_FP32_OUT must be one of auto, onednn, mkl, avx512bf16, avx2, "
+     "portable; got 'MKL'"),
+    ({"ASCEND_OPS_CPU_GEMM_ROUNDED": "onednn,mkl"},
+     "ASCEND_OPS_CPU_GEMM_ROUNDED must be one of auto, onednn, mkl, avx512bf16, avx2, "
+     "portable; got 'onednn,mkl'"),
     ({"ASCEND_OPS_CPU_PORTABLE": "yes"}, "ASCEND_OPS_CPU_PORTABLE must be 1 or 0"),
     ({"ASCEND_OPS_CPU_PORTABLE": "1", "ASCEND_OPS_CPU_GEMM": "avx512bf16"},
      "asks for the portable path but ASCEND_OPS_CPU_GEMM='avx512bf16'"),
 ])
 def test_bad_switch_is_a_clear_error_in_every_kernel(monkeypatch, env, message):
-    monkeypatch.delenv("ASCEND_OPS_CPU_GEMM", raising=False)
-    monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
+    clear_switches(monkeypatch)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     inputs = testing.flce_inputs(testing.FlceCase(8, 4, 16))
@@ -196,5 +281,7 @@ def test_rejects_bad_operands():
         _C.cpu_gemm(torch.ones(2, 3).bfloat16(), torch.ones(4, 2).bfloat16())
     with pytest.raises(TypeError, match="bfloat16 or two float16"):
         _C.cpu_gemm(torch.ones(2, 3), torch.ones(3, 2))
-    with pytest.raises(ValueError, match="'engine' must be onednn, avx512bf16, avx2 or portable"):
-        _C.cpu_gemm(torch.ones(2, 3).bfloat16(), torch.ones(3, 2).bfloat16(), "mkl")
+    with pytest.raises(ValueError, match="'engine' must be onednn, mkl, avx512bf16, avx2 or portable"):
+        _C.cpu_gemm(torch.ones(2, 3).bfloat16(), torch.ones(3, 2).bfloat16(), "fastest")
+    with pytest.raises(ValueError, match="'kind' must be fp32_out or rounded, got 'fp32'"):
+        _C.cpu_gemm_engine("fp32")

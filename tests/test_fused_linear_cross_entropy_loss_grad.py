@@ -29,6 +29,25 @@ def test_cpu_matches_float64_reference(case, gemm_engine):
     check_case(case, "cpu")
 
 
+MIXED_CASES = [c for c in CASES if c.dtype == torch.bfloat16][:6]
+
+
+@pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
+def test_cpu_on_two_engines_matches_reference(mode, gemm_engine_pair):
+    # One engine for the fp32-out products (logits, the input-gradient accumulator), another
+    # for the rounded ones (weight_grad per chunk, or both over the softmax on onednn): each
+    # pair's buffers and padding rules must agree. Many chunks, and the default budget.
+    case = FlceCase(203, 45, 1000, torch.bfloat16, mode, masked_fraction=0.4, seed=5)
+    inputs = testing.flce_inputs(case)
+    oracle, naive = testing.flce_oracle(inputs), testing.flce_naive(inputs)
+    for budget in (200 << 10, None):
+        ours = ascend_ops.fused_linear_cross_entropy_loss_grad(**clone_inputs(inputs),
+                                                               scratch_bytes=budget)
+        assert_matches(ours, oracle, naive, f"{gemm_engine_pair} budget {budget}")
+    for small in MIXED_CASES:
+        check_case(small, "cpu")
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_reference_matches_float64_reference(case):
     check_case(case, "reference")

@@ -1,5 +1,5 @@
 """linear_cross_entropy's logits-gradient cache (python/ascend_ops/_grad_cache.py,
-op_plugin/csrc/cpu/lce_grad_cache.cpp): when it is taken, that it gives SPEC §1's gradients
+op_plugin/csrc/cpu/cross_entropy/lce_grad_cache.cpp): when it is taken, that it gives SPEC §1's gradients
 (bit for bit against fused_linear_cross_entropy_loss_grad on the own GEMM), and against
 float64 autograd of plain torch on every engine that runs it. Multi-rank runs are in
 test_distributed.py."""

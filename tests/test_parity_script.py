@@ -37,9 +37,10 @@ def test_edge_grid_covers_the_shapes_the_builtins_treat_specially(parity_script)
 
 
 def softmax_left(engine: str, case) -> str:
-    """What SPEC says the CPU kernel leaves in a high-performance row's softmax: on the
-    `onednn` engine a bfloat16 kernel writes G over a contiguous softmax (when there is
-    anything to write); every other engine and float16 keep it."""
+    """What SPEC says the CPU kernel leaves in a high-performance row's softmax, `engine`
+    forced for both kinds of product: with `onednn` for the rounded products a bfloat16
+    kernel writes G over a contiguous softmax (when there is anything to write); every
+    other engine (mkl included) and float16 keep it."""
     writes = engine == "onednn" and case.dtype == torch.bfloat16 and case.bt * case.v > 0
     return "overwritten" if writes else "kept"
 

@@ -2,14 +2,14 @@
 // Python functions below expose the shared validation to the reference and the fake
 // kernels, so every implementation rejects bad input with the same message.
 #include "aten_registration.h"
-#include "cpu/avx512_kernels.h"
-#include "cpu/batch_norm_kernels.h"
-#include "cpu/batch_norm_loops.h"
-#include "cpu/bf16_gemm.h"
-#include "cpu/bf16_matrix.h"
-#include "cpu/gemm.h"
-#include "cpu/gemm_operands.h"
-#include "cpu/lce_grad_cache.h"
+#include "cpu/gemm/avx512_kernels.h"
+#include "cpu/batch_norm/batch_norm_kernels.h"
+#include "cpu/batch_norm/batch_norm_loops.h"
+#include "cpu/gemm/bf16_gemm.h"
+#include "cpu/gemm/bf16_matrix.h"
+#include "cpu/gemm/gemm.h"
+#include "cpu/gemm/gemm_operands.h"
+#include "cpu/cross_entropy/lce_grad_cache.h"
 #include "npu/builtin_limits_py.h"
 #include "validation.h"
 
@@ -30,18 +30,15 @@ at::Tensor cpu_gemm(const at::Tensor& a, const at::Tensor& b, std::optional<std:
                        b.device().is_cpu(),
                    "cpu_gemm: expected two bfloat16 or two float16 CPU tensors, got ",
                    a.scalar_type(), " and ", b.scalar_type());
-  GemmEngine chosen = ascend_ops::cpu::gemm_engine(a.scalar_type());
+  using ascend_ops::cpu::GemmKind;
+  GemmEngine chosen =
+      ascend_ops::cpu::gemm_engine(a.scalar_type(), rounded ? GemmKind::kRounded : GemmKind::kFp32Out);
   if (engine.has_value()) {
-    bool known = false;
-    for (const GemmEngine e : {GemmEngine::kOneDnn, GemmEngine::kAvx512Bf16, GemmEngine::kAvx2,
-                                 GemmEngine::kPortable}) {
-      if (*engine == ascend_ops::cpu::engine_name(e)) {
-        chosen = e;
-        known = true;
-      }
-    }
-    TORCH_CHECK_VALUE(known, "cpu_gemm: 'engine' must be onednn, avx512bf16, avx2 or portable, got '",
+    const std::optional<GemmEngine> named = ascend_ops::cpu::engine_named(*engine);
+    TORCH_CHECK_VALUE(named.has_value(),
+                      "cpu_gemm: 'engine' must be onednn, mkl, avx512bf16, avx2 or portable, got '",
                       *engine, "'");
+    chosen = *named;
     TORCH_CHECK_VALUE(ascend_ops::cpu::engine_usable(chosen, a.scalar_type()), "cpu_gemm: engine '",
                       *engine, "' cannot multiply ", a.scalar_type(), " on this CPU");
   }
@@ -78,12 +75,43 @@ std::vector<std::string> cpu_gemm_engines() {
   return names;
 }
 
-std::vector<std::pair<std::string, double>> cpu_gemm_timings() {
+ascend_ops::cpu::GemmKind kind_named(const std::string& kind) {
+  TORCH_CHECK_VALUE(kind == "fp32_out" || kind == "rounded",
+                    "'kind' must be fp32_out or rounded, got '", kind, "'");
+  return kind == "fp32_out" ? ascend_ops::cpu::GemmKind::kFp32Out : ascend_ops::cpu::GemmKind::kRounded;
+}
+
+std::vector<std::pair<std::string, double>> cpu_gemm_timings(const std::string& kind) {
   std::vector<std::pair<std::string, double>> rows;
-  for (const auto& t : ascend_ops::cpu::gemm_engine_timings()) {
+  for (const auto& t : ascend_ops::cpu::gemm_engine_timings(kind_named(kind))) {
     rows.emplace_back(ascend_ops::cpu::engine_name(t.engine), t.tflops);
   }
   return rows;
+}
+
+// The engine choice for `kind` on an injected table: the environment's forcing as the
+// kernels read it, `available` engines and `timings` (engine, TFLOP/s) in place of this
+// CPU's. Lets a test prove the choice for a CPU it does not run on (an AMX one, say).
+std::string cpu_gemm_choice(const std::string& kind, const std::vector<std::string>& available,
+                            const std::vector<std::pair<std::string, double>>& timings) {
+  using ascend_ops::cpu::EngineTiming;
+  using ascend_ops::cpu::GemmEngine;
+  const auto engine_of = [](const std::string& name) {
+    const std::optional<GemmEngine> e = ascend_ops::cpu::engine_named(name);
+    TORCH_CHECK_VALUE(e.has_value(), "cpu_gemm_choice: unknown engine '", name, "'");
+    return *e;
+  };
+  std::vector<GemmEngine> offered;
+  for (const std::string& name : available) {
+    offered.push_back(engine_of(name));
+  }
+  std::vector<EngineTiming> table;
+  for (const auto& [name, tflops] : timings) {
+    table.push_back({engine_of(name), tflops});
+  }
+  const ascend_ops::cpu::GemmKind k = kind_named(kind);
+  return ascend_ops::cpu::engine_name(ascend_ops::cpu::choose_gemm_engine(
+      k, ascend_ops::cpu::forced_gemm_engine(k), offered, [&] { return table; }));
 }
 
 }  // namespace
@@ -134,11 +162,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "with `rounded` returns it rounded once to a's dtype (gemm_rounded).");
   m.def("cpu_gemm_engines", &cpu_gemm_engines,
         "Names of the GEMM engines that run bfloat16 on this CPU.");
-  m.def("cpu_gemm_engine", [] {
-          return std::string(ascend_ops::cpu::engine_name(ascend_ops::cpu::gemm_engine(at::kBFloat16)));
+  m.def("cpu_gemm_engine",
+        [](const std::string& kind) {
+          return std::string(ascend_ops::cpu::engine_name(
+              ascend_ops::cpu::gemm_engine(at::kBFloat16, kind_named(kind))));
         },
-        "The engine the CPU kernels use for bfloat16 (ASCEND_OPS_CPU_GEMM, else measured).");
-  // linear_cross_entropy's logits-gradient cache (cpu/lce_grad_cache.h); internal to
+        py::arg("kind") = "fp32_out",
+        "The engine the CPU kernels use for bfloat16 products of `kind` (fp32_out or rounded): "
+        "forced by the environment, else the fastest measured.");
+  m.def("cpu_gemm_choice", &cpu_gemm_choice, py::arg("kind"), py::arg("available"),
+        py::arg("timings"),
+        "The engine choice for `kind` on injected `available` engines and (engine, TFLOP/s) "
+        "`timings`, with the environment's forcing (a test hook).");
+  // linear_cross_entropy's logits-gradient cache (cpu/cross_entropy/lce_grad_cache.h); internal to
   // python/ascend_ops/vocab_parallel.py, which checks the arguments.
   m.def("cpu_scratch_ld", &ascend_ops::cpu::scratch_ld, py::arg("n"),
         "Leading dimension (>= n) the CPU kernels give a bf16 scratch matrix of n columns.");
@@ -172,7 +208,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("h"), py::arg("vocab"),
         "K depth of the input gradient's blocks in the weight gradient's storage on portable "
         "(0: row and K blocks of scratch instead).");
-  m.def("cpu_gemm_timings", &cpu_gemm_timings,
-        "(engine, TFLOP/s) of each available engine on the representative block, measured "
-        "once per process.");
+  m.def("cpu_gemm_timings", &cpu_gemm_timings, py::arg("kind") = "fp32_out",
+        "(engine, TFLOP/s) of each available engine on `kind`'s representative product "
+        "(fp32_out or rounded), measured once per process.");
 }

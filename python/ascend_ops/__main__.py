@@ -1,8 +1,8 @@
-"""`python -m ascend_ops`: the CPU and the GEMM engine its kernels chose, which
-implementations run here, and a parity table of each against the float64 reference;
-with an NPU, the first-run acceptance check (npu_acceptance.py). Exits non-zero if any
-row fails SPEC §4's tolerances, an acceptance row says "don't train yet", or no
-implementation can run."""
+"""`python -m ascend_ops`: the CPU and the GEMM engines its kernels chose (one per kind of
+product, with every engine's measured speed), which implementations run here, and a
+parity table of each against the float64 reference; with an NPU, the first-run
+acceptance check (npu_acceptance.py). Exits non-zero if any row fails SPEC §4's
+tolerances, an acceptance row says "don't train yet", or no implementation can run."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def main() -> int:
     print(f"ascend_ops {__version__} (torch {torch.__version__}, {torch.get_num_threads()} threads)")
     print(f"CPU: {cpu_info().describe()}")
     try:
-        print(f"CPU GEMM engine (bfloat16): {gemm_engine_report().describe()}")
+        print(f"CPU GEMM engines (bfloat16), per kind of product:\n  {gemm_engine_report().describe()}")
     except (RuntimeError, ValueError) as error:  # no native library, or a bad switch
         print(f"CPU GEMM engine: unavailable: {error}")
     print("\nImplementations:")

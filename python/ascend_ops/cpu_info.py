@@ -2,8 +2,9 @@
 
 `cpu_info()` reads the model and the two ISA flags that decide which GEMM engines are fast
 (AMX-BF16: oneDNN's tile kernels; AVX512-BF16: the own kernel and oneDNN's AVX512 ones)
-from /proc/cpuinfo. `gemm_engine_report()` gives the engine the CPU kernels use for
-bfloat16 and each engine's speed as measured once per process (docs/cpu_kernels.md).
+from /proc/cpuinfo. `gemm_engine_report()` gives the engines the CPU kernels use for
+bfloat16, one per kind of product (fp32-out and rounded), and each engine's speed on each
+kind as measured once per process (docs/cpu_kernels.md).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import platform
 
 from ._extension import native
 
-__all__ = ["CpuInfo", "cpu_info", "GemmEngineReport", "gemm_engine_report"]
+__all__ = ["CpuInfo", "cpu_info", "GEMM_KINDS", "GemmEngineReport", "gemm_engine_report"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,22 +49,43 @@ def cpu_info() -> CpuInfo:
     return CpuInfo(model, "amx_bf16" in flags, "avx512_bf16" in flags)
 
 
+GEMM_KINDS = ("fp32_out", "rounded")  # C fp32; half out for a K complete in one product
+_KIND_VARIABLES = {"fp32_out": "ASCEND_OPS_CPU_GEMM_FP32_OUT", "rounded": "ASCEND_OPS_CPU_GEMM_ROUNDED"}
+
+
 @dataclasses.dataclass(frozen=True)
 class GemmEngineReport:
-    engine: str                 # the engine the CPU kernels use for bfloat16
-    forced: bool                # chosen by ASCEND_OPS_CPU_GEMM / ASCEND_OPS_CPU_PORTABLE
-    tflops: dict[str, float]    # every available engine on the representative block
+    engines: dict[str, str]             # kind -> the engine the CPU kernels use for bfloat16
+    forced: dict[str, bool]             # kind -> chosen by the environment, not measured
+    tflops: dict[str, dict[str, float]]  # kind -> every available engine's TFLOP/s on it
+
+    @property
+    def engine(self) -> str:
+        """Both choices in one field, as benchmark rows record them: "fp32_out=E1 rounded=E2"."""
+        return " ".join(f"{kind}={self.engines[kind]}" for kind in GEMM_KINDS)
 
     def describe(self) -> str:
-        how = "forced by the environment" if self.forced else "fastest measured"
-        speeds = ", ".join(f"{name} {t:.3f}" for name, t in self.tflops.items())
-        return f"{self.engine} ({how}); measured TFLOP/s: {speeds}"
+        lines = []
+        for kind in GEMM_KINDS:
+            how = "forced by the environment" if self.forced[kind] else "fastest measured"
+            speeds = ", ".join(f"{name} {t:.3f}" for name, t in self.tflops[kind].items())
+            lines.append(f"{kind}: {self.engines[kind]} ({how}); measured TFLOP/s: {speeds}")
+        return "\n  ".join(lines)
+
+
+def _forced(kind: str) -> bool:
+    own = os.environ.get(_KIND_VARIABLES[kind], "")
+    if own:
+        return own != "auto"
+    return os.environ.get("ASCEND_OPS_CPU_GEMM", "auto") not in ("", "auto") or \
+        os.environ.get("ASCEND_OPS_CPU_PORTABLE") == "1"
 
 
 def gemm_engine_report() -> GemmEngineReport:
-    """The CPU kernels' bfloat16 GEMM engine; measures the engines on first call (a few ms).
-    Raises RuntimeError when ascend_ops._C is not loaded, ValueError for a bad switch."""
+    """The CPU kernels' bfloat16 GEMM engine per kind of product; measures the engines on
+    first call (some ms). Raises RuntimeError when ascend_ops._C is not loaded, ValueError
+    for a bad switch."""
     _C = native()
-    forced = os.environ.get("ASCEND_OPS_CPU_GEMM", "auto") not in ("", "auto") or \
-        os.environ.get("ASCEND_OPS_CPU_PORTABLE") == "1"
-    return GemmEngineReport(_C.cpu_gemm_engine(), forced, dict(_C.cpu_gemm_timings()))
+    return GemmEngineReport({kind: _C.cpu_gemm_engine(kind) for kind in GEMM_KINDS},
+                            {kind: _forced(kind) for kind in GEMM_KINDS},
+                            {kind: dict(_C.cpu_gemm_timings(kind)) for kind in GEMM_KINDS})

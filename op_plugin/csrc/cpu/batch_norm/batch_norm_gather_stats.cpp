@@ -14,7 +14,7 @@
 // With n = 0 (every rank empty) mean is 0, invstd NaN and the running statistics are
 // left as they are (CUDA's kernel would decay them towards 0).
 // The inputs are [world, C]: small, so this is a plain loop.
-#include "../validation.h"
+#include "../../validation.h"
 #include "batch_norm_kernels.h"
 
 #include <ATen/ATen.h>

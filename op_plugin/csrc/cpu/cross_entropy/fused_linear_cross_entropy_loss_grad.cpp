@@ -2,7 +2,8 @@
 //
 // Two paths compute the same math:
 //
-// * bfloat16 (any engine but onednn in high-performance mode): the vocabulary is cut into
+// * bfloat16 (except high-performance mode with onednn for the rounded products): the
+//   vocabulary is cut into
 //   chunks of `vc` columns sized from the scratch budget (by default, so that the whole
 //   working memory stays within half of the fp32 [BT, V] logits where it can), so the
 //   memory-saving mode never holds [BT, V]. Per chunk c:
@@ -10,13 +11,16 @@
 //     G_c      [BT, vc] = bf16((P_c - onehot) * grad)   one vectorised pass
 //     dx_acc   [BT, H] += G_c @ W_c            fp32 accumulation across chunks
 //     weight_grad[c]    = bf16(G_c.T @ x)      complete in one GEMM (K = BT)
-//   then input_grad = bf16(dx_acc). The GEMMs run on the engine the GEMM layer chose
-//   (gemm.h): onednn (fp32 copies of G and W_c for the fp32-out products, oneDNN's bf16
-//   kernels; weight_grad[c] by its bf16-in/bf16-out GEMM on G_c.T in place, rounded once),
-//   avx512bf16 or avx2 (the own GEMMs, G_c.T transposed once per chunk so the AVX512 one
-//   reads A row-major in place and the AVX2 one packs it from rows) or
-//   portable (ATen's fp32 GEMM on fp32 copies, as onednn but in IEEE fp32).
-// * high-performance mode on the onednn engine: no chunks. G is written in bf16 over the
+//   then input_grad = bf16(dx_acc). The GEMMs run on the engines the GEMM layer chose
+//   (gemm.h), one for the fp32-out products (logits_c, dx_acc) and one for the rounded
+//   weight_grad[c]: onednn (fp32 copies of G and W_c for the fp32-out products, oneDNN's
+//   bf16 kernels; weight_grad[c] by its bf16-in/bf16-out GEMM on G_c.T in place, rounded
+//   once), mkl (MKL's bf16 GEMM on G_c, W_c and x in place, fp32 out; weight_grad[c] that
+//   on G_c.T in place, rounded once), avx512bf16 or avx2 (the own GEMMs; for
+//   weight_grad[c] G_c.T transposed once per chunk so the AVX512 one reads A row-major in
+//   place and the AVX2 one packs it from rows) or portable (ATen's fp32 GEMM on fp32
+//   copies, as onednn but in IEEE fp32).
+// * high-performance mode with onednn for the rounded products: no chunks. G is written in bf16 over the
 //   softmax (flce_g_over_softmax), and both gradient GEMMs are oneDNN's bf16-in/bf16-out
 //   GEMM with K complete (V, BT), rounded once.
 // * float16 (always the portable engine): rows in chunks, the layer's fp32 GEMMs on
@@ -24,12 +28,12 @@
 //
 // Chunk sizes depend on the shapes and the budget only, never on the thread count, and
 // every element is summed in one fixed order: results are bitwise reproducible.
-#include "../target_mask.h"
-#include "../validation.h"
-#include "avx512_kernels.h"
-#include "bf16_matrix.h"
-#include "gemm.h"
-#include "gemm_operands.h"
+#include "../../target_mask.h"
+#include "../../validation.h"
+#include "../gemm/avx512_kernels.h"
+#include "../gemm/bf16_matrix.h"
+#include "../gemm/gemm.h"
+#include "../gemm/gemm_operands.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -97,7 +101,7 @@ struct FlceOperands {
   bool recompute() const { return !softmax.defined(); }
 };
 
-// High-performance mode on the onednn engine: G [BT, V] is written in bf16 over the softmax
+// High-performance mode with onednn for the rounded products: G [BT, V] is written in bf16 over the softmax
 // it is computed from (the schema declares softmax writable; SPEC §1 leaves its contents
 // undefined on return), dense with row stride V, so both gradient GEMMs see all of G at
 // once: K = V and K = BT are complete, and oneDNN's bf16-in/bf16-out GEMM rounds each
@@ -142,23 +146,30 @@ void flce_g_over_softmax(const FlceOperands& op, cpu::GemmEngine engine, at::Ten
 
 // The bfloat16 path: vocabulary chunks (see the top).
 void flce_vocab_chunks(const FlceOperands& op, std::optional<int64_t> requested,
-                       cpu::GemmEngine engine, at::Tensor& input_grad, at::Tensor& weight_grad) {
+                       cpu::GemmEngine fp32_engine, cpu::GemmEngine rounded_engine,
+                       at::Tensor& input_grad, at::Tensor& weight_grad) {
   using cpu::GemmOperand;
   const int64_t bt = op.input.size(0);
   const int64_t h = op.input.size(1);
   const int64_t vocab = op.weight.size(0);
   const bool recompute = op.recompute();
-  // The own GEMMs read bf16 in place, G.T made row-major; oneDNN and ATen multiply fp32
-  // copies of G and of the weight chunk (they read a transposed operand without a copy).
-  const bool own_gemm = cpu::reads_half_in_place(engine);
+  // weight_grad[c] on an own GEMM: G_c.T made row-major, fp32 out, rounded by rows. The
+  // other engines take G_c.T as it lies (oneDNN and MKL in place, ATen from G_c's fp32 copy).
+  const bool own_rounded = cpu::is_own_gemm(rounded_engine);
+  // oneDNN and ATen multiply fp32 copies of x, G_c and the weight chunk for the fp32-out
+  // products; MKL and the own GEMMs read the bf16 operands in place.
+  const bool widen_fp32_out = !cpu::reads_half_in_place(fp32_engine);
+  const bool portable_rounded = rounded_engine == cpu::GemmEngine::kPortable;
+  const bool g_widened = widen_fp32_out || portable_rounded;
 
   // Scratch per vocabulary column of a chunk, for every row: its fp32 logits (memory-saving
-  // mode), bf16 G, and bf16 G.T (own GEMM) or fp32 G (oneDNN, ATen); plus its fp32
-  // weight_grad row (own GEMM) or its fp32 weight row (oneDNN, ATen; portable also the
-  // fp32 weight_grad row it rounds). At least one 32-column panel per chunk.
-  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2 + (own_gemm ? 2 : 4)) +
-                             h * (engine == cpu::GemmEngine::kPortable ? 8 : 4);
-  const int64_t budget = requested.value_or(default_chunk_scratch(bt, h, vocab, !own_gemm));
+  // mode), bf16 G, bf16 G.T (own rounded GEMM), fp32 G (where widened); plus its fp32
+  // weight_grad row (own rounded GEMM; portable: the fp32 sums it rounds) and its fp32
+  // weight row (widened fp32-out products). At least one 32-column panel per chunk.
+  const int64_t per_column = bt * ((recompute ? 4 : 0) + 2 + (own_rounded ? 2 : 0) + (g_widened ? 4 : 0)) +
+                             h * ((own_rounded || portable_rounded ? 4 : 0) + (widen_fp32_out ? 4 : 0));
+  const int64_t budget =
+      requested.value_or(default_chunk_scratch(bt, h, vocab, widen_fp32_out || portable_rounded));
   const int64_t panel = cpu::kNr;
   const int64_t vc = std::min(vocab, std::max(panel, budget / per_column / panel * panel));
 
@@ -166,13 +177,13 @@ void flce_vocab_chunks(const FlceOperands& op, std::optional<int64_t> requested,
   const int64_t ld_g = cpu::scratch_ld(vc);
   const int64_t ld_g_t = cpu::scratch_ld(bt);
   at::Tensor g = cpu::scratch_empty({bt, ld_g}, op.input.options());  // BT x vc, bf16
-  at::Tensor g_t = own_gemm ? cpu::scratch_empty({vc, ld_g_t}, op.input.options())  // vc x BT
+  at::Tensor g_t = own_rounded ? cpu::scratch_empty({vc, ld_g_t}, op.input.options())  // vc x BT
                             : at::Tensor();
-  at::Tensor dw_chunk = own_gemm ? cpu::scratch_empty({vc, h}, op.grad.options())  // vc x H
+  at::Tensor dw_chunk = own_rounded ? cpu::scratch_empty({vc, h}, op.grad.options())  // vc x H
                                  : at::Tensor();
   at::Tensor dx_acc = cpu::scratch_empty({bt, h}, op.grad.options());    // BT x H, fp32
   const GemmOperand x(op.input);  // BT x H; oneDNN and ATen widen it once, for every chunk
-  if (engine == cpu::GemmEngine::kPortable) {
+  if (portable_rounded) {
     // Widened now in high-performance mode too, so that every chunk's G_c.T @ x takes it
     // whole instead of widening blocks of it again (gemm_rounded).
     x.widened();
@@ -181,8 +192,10 @@ void flce_vocab_chunks(const FlceOperands& op, std::optional<int64_t> requested,
   const float* scale = op.grad.const_data_ptr<float>();
   const float* row_max = recompute ? op.logits_max.const_data_ptr<float>() : nullptr;
   const float* sum_exp = recompute ? op.sum_exp_logits.const_data_ptr<float>() : nullptr;
-  // oneDNN reads G_c.T in place (gemm_rounded), so g's columns past the chunk are kept zero
-  // (gemm_operands.h): [zero_from, ld_g) are; a shorter last chunk zeroes a few more.
+  // oneDNN and MKL read G_c (fp32-out on mkl) and G_c.T (rounded on onednn or mkl) in
+  // place, so g's columns past the chunk are kept zero (gemm_operands.h): [zero_from, ld_g)
+  // are; a shorter last chunk zeroes a few more.
+  const bool zero_g_padding = fp32_engine == cpu::GemmEngine::kMkl || !own_rounded;
   int64_t zero_from = ld_g;
 
   // oneDNN and ATen: the fp32 copies of each chunk's weight rows and G_c, one buffer each.
@@ -195,7 +208,7 @@ void flce_vocab_chunks(const FlceOperands& op, std::optional<int64_t> requested,
     int64_t ld_src = 0;
     if (recompute) {
       at::Tensor l = logits.narrow(1, 0, cols);  // BT x cols, fp32
-      cpu::gemm(x, w_chunk.t(), l, false, engine);  // logits_c = x @ W_c.T
+      cpu::gemm(x, w_chunk.t(), l, false, fp32_engine);  // logits_c = x @ W_c.T
       src = l.const_data_ptr<float>();
       ld_src = vc;
     } else {
@@ -212,26 +225,27 @@ void flce_vocab_chunks(const FlceOperands& op, std::optional<int64_t> requested,
                         g_bits + i * ld_g);
       }
     });
+    if (zero_g_padding && cols < zero_from) {
+      g.narrow(1, cols, zero_from - cols).zero_();
+      zero_from = cols;
+    }
     const GemmOperand g_c(g.narrow(1, 0, cols), &g_room);  // BT x cols
-    cpu::gemm(g_c, w_chunk, dx_acc, v0 > 0, engine);  // dx_acc += G_c @ W_c
-    if (own_gemm) {
+    cpu::gemm(g_c, w_chunk, dx_acc, v0 > 0, fp32_engine);  // dx_acc += G_c @ W_c
+    if (own_rounded) {
       // weight_grad[c] = G_c.T @ x, with G_c.T made row-major first: the own GEMM reads a
       // row-major A in place but would repack a transposed one for every column tile.
       at::Tensor dw = dw_chunk.narrow(0, 0, cols);  // cols x H
       cpu::transpose_bf16(g_bits, bt, cols, ld_g, cpu::bf16_bits(g_t), ld_g_t);
-      cpu::gemm(GemmOperand(g_t.narrow(0, 0, cols).narrow(1, 0, bt)), x, dw, false, engine);
+      cpu::gemm(GemmOperand(g_t.narrow(0, 0, cols).narrow(1, 0, bt)), x, dw, false, rounded_engine);
       cpu::round_rows(dw.const_data_ptr<float>(), cols, h, h, cpu::bf16_bits(weight_grad) + v0 * h, h);
     } else {
       // K = BT is complete: oneDNN's bf16 GEMM rounds its fp32 sums once (SPEC §1), with no
       // fp32 copy of G_c nor fp32 result (measured 2x faster than the fp32-out product);
-      // portable rounds ATen's fp32 product of the widened G_c.T (the copy the GEMM above
-      // made) and the widened x, in one product.
-      if (cols < zero_from) {
-        g.narrow(1, cols, zero_from - cols).zero_();
-        zero_from = cols;
-      }
+      // mkl rounds MKL's fp32 sums of G_c.T in place by row blocks; portable rounds ATen's
+      // fp32 product of the widened G_c.T (the copy of G_c made for the GEMM above, or now)
+      // and the widened x, in one product.
       at::Tensor dw = weight_grad.narrow(0, v0, cols);  // cols x H, bf16
-      cpu::gemm_rounded(g_c.t(), x, dw, engine);
+      cpu::gemm_rounded(g_c.t(), x, dw, rounded_engine);
     }
   }
   cpu::round_rows(dx_acc.const_data_ptr<float>(), bt, h, h, cpu::bf16_bits(input_grad), h);
@@ -343,13 +357,15 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
     op.logits_max = logits_max->contiguous();
     op.sum_exp_logits = sum_exp_logits->contiguous();
   }
-  const cpu::GemmEngine engine = cpu::gemm_engine(input.scalar_type());
+  const cpu::GemmEngine fp32_engine = cpu::gemm_engine(input.scalar_type(), cpu::GemmKind::kFp32Out);
+  const cpu::GemmEngine rounded_engine = cpu::gemm_engine(input.scalar_type(), cpu::GemmKind::kRounded);
   if (input.scalar_type() == at::kHalf) {
     flce_portable<at::Half>(op, requested.value_or(kDefaultScratchBytes), input_grad, weight_grad);
-  } else if (engine == cpu::GemmEngine::kOneDnn && !op.recompute()) {
-    flce_g_over_softmax(op, engine, input_grad, weight_grad);
+  } else if (rounded_engine == cpu::GemmEngine::kOneDnn && !op.recompute()) {
+    // Both products are rounded ones with K complete: no fp32-out product at all.
+    flce_g_over_softmax(op, rounded_engine, input_grad, weight_grad);
   } else {
-    flce_vocab_chunks(op, requested, engine, input_grad, weight_grad);
+    flce_vocab_chunks(op, requested, fp32_engine, rounded_engine, input_grad, weight_grad);
   }
   return {input_grad, weight_grad};
 }

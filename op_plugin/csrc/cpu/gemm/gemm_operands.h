@@ -1,7 +1,7 @@
 // The operand contract between the CPU kernels and the GEMM engines they do not own
-// (oneDNN and ATen's fp32 GEMM): an operand handed to such an engine is either dense (its
-// leading dimension equals its contiguous extent) or its padding, the elements between the
-// contiguous extent and the leading dimension, is zero.
+// (oneDNN, MKL's bf16 GEMM and ATen's fp32 GEMM): an operand handed to such an engine is
+// either dense (its leading dimension equals its contiguous extent) or its padding, the
+// elements between the contiguous extent and the leading dimension, is zero.
 //
 // Why: oneDNN's AMX bf16 kernels read A's K-tail up to the row stride and rely on B's
 // zero padding along K to cancel it; a NaN or Inf in that padding (uninitialised scratch,

@@ -5,6 +5,7 @@
 #include "bf16_gemm.h"
 #include "bf16_matrix.h"
 #include "gemm_operands.h"
+#include "mkl_gemm.h"
 
 #include <ATen/Context.h>
 
@@ -64,23 +65,35 @@ double seconds_of(const std::function<void()>& run) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::vector<EngineTiming> measure_engines() {
-  constexpr int64_t m = 256, n = 512, k = 1024;
+// One kind's representative product (gemm.h, gemm_engine_timings) on every available
+// engine. Rounds interleave the engines, so a burst of load from other processes hits them
+// alike; the best of three runs per engine counts. The first round warms up (oneDNN creates
+// its kernel on the first call, MKL its buffers) and is not timed.
+std::vector<EngineTiming> measure_engines(GemmKind kind) {
+  const bool fp32_out = kind == GemmKind::kFp32Out;
+  const int64_t m = fp32_out ? 256 : 512, n = 512, k = fp32_out ? 1024 : 4096;
   const at::Generator gen = at::detail::createCPUGenerator(9);
   const at::Tensor a = at::randn({m, k}, gen, at::kFloat).to(at::kBFloat16);
-  const at::Tensor b = at::randn({n, k}, gen, at::kFloat).to(at::kBFloat16);  // read as B.T
+  // fp32-out: B is a weight block [n, k] read as B.T (x @ W_c.T); rounded: W's rows [k, n].
+  const at::Tensor b = (fp32_out ? at::randn({n, k}, gen, at::kFloat)
+                                 : at::randn({k, n}, gen, at::kFloat)).to(at::kBFloat16);
   at::Tensor c = at::empty({m, n}, at::kFloat);
+  at::Tensor out = at::empty({m, n}, at::kBFloat16);
   const std::vector<GemmEngine> engines = available_gemm_engines();
   std::vector<double> best(engines.size(), 1e30);
-  // Rounds interleave the engines, so a burst of load from other processes hits them alike;
-  // the best of three runs per engine counts. The first round warms up (oneDNN creates its
-  // kernel on the first call) and is not timed.
-  // A is kept (widened once, in the warm-up, as the kernels keep x), B is fresh each run
-  // (widened per product, as a weight chunk is): the cost of widening counts.
-  const GemmOperand a_op(a);
+  // fp32-out: A is kept (widened once, in the warm-up, as the kernels keep x), B is fresh
+  // each run (widened per product, as a weight chunk is): the cost of widening counts.
+  // Rounded: both fresh (G and W are each used once per product).
+  const GemmOperand a_kept(a);
   for (int round = 0; round < 4; ++round) {
     for (size_t e = 0; e < engines.size(); ++e) {
-      const double s = seconds_of([&] { gemm(a_op, GemmOperand(b).t(), c, false, engines[e]); });
+      const double s = seconds_of([&] {
+        if (fp32_out) {
+          gemm(a_kept, GemmOperand(b).t(), c, false, engines[e]);
+        } else {
+          gemm_rounded(GemmOperand(a), GemmOperand(b), out, engines[e]);
+        }
+      });
       if (round > 0) {
         best[e] = std::min(best[e], s);
       }
@@ -91,6 +104,26 @@ std::vector<EngineTiming> measure_engines() {
     timings.push_back({engines[e], 2.0 * m * n * k / std::max(best[e], 1e-9) / 1e12});
   }
   return timings;
+}
+
+// The mkl engine's rounded product: fp32 sums of row blocks of at most kMklRowBlockBytes,
+// each rounded once (to nearest even) into out. At (BT, H) = (4096, 4096), 1024 rows a block.
+constexpr int64_t kMklRowBlockBytes = 16LL << 20;
+
+void mkl_gemm_rounded(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  const int64_t m = a.size(0);
+  const int64_t n = b.size(1);
+  if (m == 0 || n == 0) {
+    return;
+  }
+  const int64_t block = std::clamp<int64_t>(kMklRowBlockBytes / std::max<int64_t>(1, n * 4), 1, m);
+  at::Tensor sums = scratch_empty({block, n}, out.options().dtype(at::kFloat));
+  for (int64_t r0 = 0; r0 < m; r0 += block) {
+    const int64_t rows = std::min(block, m - r0);
+    at::Tensor c = sums.narrow(0, 0, rows);
+    mkl_bf16_gemm(a.narrow(0, r0, rows), b, c, /*accumulate=*/false);
+    out.narrow(0, r0, rows).copy_(c);  // rounded to nearest even, once
+  }
 }
 
 // Scratch bounds of the portable gemm_rounded: B is widened whole when its fp32 copy fits
@@ -219,10 +252,20 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
                         c.scalar_type() == at::kFloat && (c.size(1) <= 1 || c.stride(1) == 1));
   TORCH_INTERNAL_ASSERT(engine_usable(engine, a.half().scalar_type()),
                         "gemm: engine ", engine_name(engine), " cannot run this dtype here");
-  if (reads_half_in_place(engine)) {  // the own GEMMs share one signature
+  if (is_own_gemm(engine)) {  // the own GEMMs share one signature
     const auto own_gemm = engine == GemmEngine::kAvx2 ? avx2_bf16_gemm : bf16_gemm;
     own_gemm(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
              c.mutable_data_ptr<float>(), c.stride(0), accumulate);
+    return;
+  }
+  if (engine == GemmEngine::kMkl) {
+    // MKL reads the bf16 operands in place, within the contract (gemm_operands.h): a padded
+    // view whose padding is not zero is multiplied from a dense copy.
+    const at::Tensor a_half = engine_ready(a.half());
+    const at::Tensor b_half = engine_ready(b.half());
+    check_handed_operand(a_half, "A", engine);
+    check_handed_operand(b_half, "B", engine);
+    mkl_bf16_gemm(a_half, b_half, c, accumulate);
     return;
   }
   // onednn: bf16 products through oneDNN's bf16 kernels; portable: IEEE fp32, whatever
@@ -247,11 +290,19 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
                         (out.size(1) <= 1 || out.stride(1) == 1));
   TORCH_INTERNAL_ASSERT(engine_usable(engine, a.half().scalar_type()),
                         "gemm_rounded: engine ", engine_name(engine), " cannot run this dtype here");
-  if (reads_half_in_place(engine)) {
+  if (is_own_gemm(engine)) {
     const auto own_gemm_rounded =
         engine == GemmEngine::kAvx2 ? avx2_bf16_gemm_rounded : bf16_gemm_rounded;
     own_gemm_rounded(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
                      bf16_bits(out), out.stride(0));
+    return;
+  }
+  if (engine == GemmEngine::kMkl) {
+    const at::Tensor a_half = engine_ready(a.half());
+    const at::Tensor b_half = engine_ready(b.half());
+    check_handed_operand(a_half, "A", engine);
+    check_handed_operand(b_half, "B", engine);
+    mkl_gemm_rounded(a_half, b_half, out);
     return;
   }
   if (engine == GemmEngine::kOneDnn) {
@@ -268,6 +319,11 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
 }
 
 bool reads_half_in_place(GemmEngine engine) {
+  return engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kAvx2 ||
+         engine == GemmEngine::kMkl;
+}
+
+bool is_own_gemm(GemmEngine engine) {
   return engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kAvx2;
 }
 
@@ -275,6 +331,9 @@ std::vector<GemmEngine> available_gemm_engines() {
   std::vector<GemmEngine> engines;
   if (onednn_bf16_supported()) {
     engines.push_back(GemmEngine::kOneDnn);
+  }
+  if (mkl_bf16_gemm_available()) {
+    engines.push_back(GemmEngine::kMkl);
   }
   if (avx512_kernels_supported()) {
     engines.push_back(GemmEngine::kAvx512Bf16);
@@ -290,6 +349,8 @@ bool engine_usable(GemmEngine engine, at::ScalarType dtype) {
   switch (engine) {
     case GemmEngine::kOneDnn:
       return dtype == at::kBFloat16 && onednn_bf16_supported();
+    case GemmEngine::kMkl:
+      return dtype == at::kBFloat16 && mkl_bf16_gemm_available();
     case GemmEngine::kAvx512Bf16:
       return dtype == at::kBFloat16 && avx512_kernels_supported();
     case GemmEngine::kAvx2:
@@ -300,33 +361,51 @@ bool engine_usable(GemmEngine engine, at::ScalarType dtype) {
   return false;
 }
 
-GemmEngine gemm_engine(at::ScalarType dtype) {
-  const std::optional<GemmEngine> forced = forced_gemm_engine();  // a bad value throws for any dtype
+GemmEngine choose_gemm_engine(GemmKind kind, const std::optional<ForcedEngine>& forced,
+                              const std::vector<GemmEngine>& available,
+                              const std::function<std::vector<EngineTiming>()>& timings) {
+  const auto offered = [&](GemmEngine e) {
+    return std::find(available.begin(), available.end(), e) != available.end();
+  };
+  if (forced.has_value()) {
+    if (!offered(forced->engine)) {  // the list is built only for the message
+      std::string names;
+      for (const GemmEngine engine : available) {
+        names += std::string(names.empty() ? "" : ", ") + engine_name(engine);
+      }
+      TORCH_CHECK_VALUE(false, forced->variable, "='", engine_name(forced->engine),
+                        "' is not available on this CPU (available: ", names, ")");
+    }
+    return forced->engine;
+  }
+  std::optional<EngineTiming> fastest;
+  for (const EngineTiming& t : timings()) {
+    if (offered(t.engine) && (!fastest.has_value() || t.tflops > fastest->tflops)) {
+      fastest = t;
+    }
+  }
+  TORCH_CHECK(fastest.has_value(), "no GEMM engine was timed for the ", kind_name(kind),
+              " products");
+  return fastest->engine;
+}
+
+GemmEngine gemm_engine(at::ScalarType dtype, GemmKind kind) {
+  // A bad value throws for any dtype.
+  const std::optional<ForcedEngine> forced = forced_gemm_engine(kind);
   if (dtype != at::kBFloat16) {
     return GemmEngine::kPortable;
   }
-  if (forced.has_value()) {
-    if (!engine_usable(*forced, dtype)) {  // the list is built only for the message
-      std::string available;
-      for (const GemmEngine engine : available_gemm_engines()) {
-        available += std::string(available.empty() ? "" : ", ") + engine_name(engine);
-      }
-      TORCH_CHECK_VALUE(false, "ASCEND_OPS_CPU_GEMM='", engine_name(*forced),
-                        "' is not available on this CPU (available: ", available, ")");
-    }
-    return *forced;
-  }
-  const auto& timings = gemm_engine_timings();
-  return std::max_element(timings.begin(), timings.end(),
-                          [](const EngineTiming& x, const EngineTiming& y) {
-                            return x.tflops < y.tflops;
-                          })
-      ->engine;
+  return choose_gemm_engine(kind, forced, available_gemm_engines(),
+                            [kind] { return gemm_engine_timings(kind); });
 }
 
-const std::vector<EngineTiming>& gemm_engine_timings() {
-  static const std::vector<EngineTiming> timings = measure_engines();
-  return timings;
+const std::vector<EngineTiming>& gemm_engine_timings(GemmKind kind) {
+  static const std::vector<EngineTiming> fp32_out = measure_engines(GemmKind::kFp32Out);
+  if (kind == GemmKind::kFp32Out) {
+    return fp32_out;
+  }
+  static const std::vector<EngineTiming> rounded = measure_engines(GemmKind::kRounded);
+  return rounded;
 }
 
 }  // namespace cpu

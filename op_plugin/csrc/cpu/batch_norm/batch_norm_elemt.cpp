@@ -6,7 +6,7 @@
 // large mean (x ≈ 1e4, std 1) loses nothing to cancellation. Runs layout: one item per
 // (n, c) run of S elements; rows layout: blocks of rows of C channels. Element-wise, so
 // the result does not depend on the thread count.
-#include "../validation.h"
+#include "../../validation.h"
 #include "batch_norm_kernels.h"
 #include "batch_norm_layout.h"
 

@@ -3,7 +3,7 @@
 //   loss[i]       = log(sum_exp_logits[i]) − predicted_logits[i]
 //   softmax[i, j] = exp(f32(vocab_parallel_logits[i, j]) − logits_max[i]) / sum_exp_logits[i]
 // Element-wise per row, one thread per row: bitwise the same for any thread count.
-#include "../validation.h"
+#include "../../validation.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

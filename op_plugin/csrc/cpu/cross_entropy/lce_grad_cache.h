@@ -26,8 +26,8 @@
 namespace ascend_ops {
 namespace cpu {
 
-// The GEMM engine the cached path would run `dtype` on, or "" when it does not run
-// (float16).
+// The GEMM engines the cached path would run `dtype` on, as "fp32_out=E1,rounded=E2", or
+// "" when it does not run (float16).
 std::string lce_cache_engine(at::ScalarType dtype);
 
 // One row chunk of the forward: logits = input_chunk @ weight.T in fp32 into

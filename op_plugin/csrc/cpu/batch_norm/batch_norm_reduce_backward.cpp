@@ -5,14 +5,15 @@
 // double and every sum a double (as aten's CPU batch norm accumulates float in double;
 // the loops are batch_norm_loops.inc's). Two layouts are read in place:
 //   * channels outer (contiguous [N, C, *]): per (n, c) a run of S contiguous elements;
-//     tasks are (channel, block of rows) holding about kTaskElements elements, so the
-//     work spreads over channels when C is large and over N x S when C is small;
+//     tasks are (block of rows, block of channels) holding about kTaskElements elements,
+//     read in memory order, so the work spreads over channels when C is large and over
+//     N x S when C is small;
 //   * channels inner (channels_last, or S == 1): rows of C contiguous channels; tasks
 //     are (block of rows, block of channels).
 // Any other layout is copied to contiguous first. The task cut depends on the shape
 // only and the task sums are added in task order, so results are bitwise identical for
 // any thread count. Scratch is per task, not per element: no tensor-sized temporaries.
-#include "../validation.h"
+#include "../../validation.h"
 #include "batch_norm_kernels.h"
 #include "batch_norm_layout.h"
 
@@ -28,6 +29,7 @@ namespace ascend_ops {
 namespace {
 
 constexpr int64_t kTaskElements = 1 << 15;
+constexpr int64_t kOuterChannelBlock = 64;  // at most 64 channels' lanes (16 KiB) per task
 constexpr int64_t kInnerTaskElements = 1 << 16;
 constexpr int64_t kInnerChannelBlock = 256;
 
@@ -37,34 +39,54 @@ struct Sums {
 };
 
 // Contiguous [N, C, S]: S contiguous elements per (n, c). `item` is the element size.
+// Task = (block of rows, block of channels), read in memory order: row by row, the block's
+// channels' runs one after another, so each thread streams through one contiguous range
+// per row (as batch_norm_stats does). A task per channel, as before 2026-12-03, jumped
+// C·S elements between runs of S (784 elements at 32x256x28x28): 32 short streams per
+// channel, each restarting the prefetcher. Each channel keeps its double lanes across the
+// task's rows, added into its task sums at the end.
 Sums channels_outer_sums(cpu::BnElem type, const char* dy, const char* x, int64_t item,
                          int64_t n, int64_t c, int64_t s, const double* mean) {
   const auto& loops = cpu::bn_loops();
-  const int64_t rows_per_task = std::clamp<int64_t>(kTaskElements / std::max<int64_t>(s, 1), 1, n);
-  const int64_t tasks_per_channel = (n + rows_per_task - 1) / rows_per_task;
-  Sums task_sums(c * tasks_per_channel);
-  at::parallel_for(0, c * tasks_per_channel, cpu::bn_grain(rows_per_task * s),
-                   [&](int64_t begin, int64_t end) {
-    double lanes[2 * cpu::kBnLanes];  // Σ dy lanes, then Σ dy·(x − mean) lanes
+  const int64_t channel_block = std::clamp<int64_t>(kTaskElements / std::max<int64_t>(s, 1), 1,
+                                                    std::min(c, kOuterChannelBlock));
+  const int64_t channel_blocks = (c + channel_block - 1) / channel_block;
+  const int64_t rows_per_task =
+      std::clamp<int64_t>(kTaskElements / (channel_block * std::max<int64_t>(s, 1)), 1, n);
+  const int64_t row_blocks = (n + rows_per_task - 1) / rows_per_task;
+  constexpr int64_t kLaneValues = 2 * cpu::kBnLanes;  // Σ dy lanes, then Σ dy·(x − mean)
+  Sums task_sums(row_blocks * c);  // task (rb, cb) owns [rb * c + its channels]
+  at::parallel_for(0, row_blocks * channel_blocks,
+                   cpu::bn_grain(rows_per_task * channel_block * s), [&](int64_t begin, int64_t end) {
+    std::vector<double> lanes(channel_block * kLaneValues);
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t channel = task / tasks_per_channel;
-      const int64_t row0 = (task % tasks_per_channel) * rows_per_task;
+      const int64_t rb = task / channel_blocks;
+      const int64_t c0 = (task % channel_blocks) * channel_block;
+      const int64_t width = std::min(channel_block, c - c0);
+      const int64_t row0 = rb * rows_per_task;
       const int64_t row1 = std::min(n, row0 + rows_per_task);
-      const int64_t offset = (row0 * c + channel) * s * item;
-      std::fill(std::begin(lanes), std::end(lanes), 0.0);
-      loops.reduce_runs(type, dy + offset, x + offset, row1 - row0, s, c * s, mean[channel],
-                        lanes);
-      for (int64_t l = 0; l < cpu::kBnLanes; ++l) {  // lane order: fixed by the shape
-        task_sums.dy[task] += lanes[l];
-        task_sums.dy_xmu[task] += lanes[cpu::kBnLanes + l];
+      std::fill(lanes.begin(), lanes.end(), 0.0);
+      for (int64_t row = row0; row < row1; ++row) {
+        for (int64_t k = 0; k < width; ++k) {
+          const int64_t offset = (row * c + c0 + k) * s * item;
+          loops.reduce_runs(type, dy + offset, x + offset, 1, s, c * s, mean[c0 + k],
+                            lanes.data() + k * kLaneValues);
+        }
+      }
+      for (int64_t k = 0; k < width; ++k) {  // lane order: fixed by the shape
+        const double* channel_lanes = lanes.data() + k * kLaneValues;
+        for (int64_t l = 0; l < cpu::kBnLanes; ++l) {
+          task_sums.dy[rb * c + c0 + k] += channel_lanes[l];
+          task_sums.dy_xmu[rb * c + c0 + k] += channel_lanes[cpu::kBnLanes + l];
+        }
       }
     }
   });
   Sums sums(c);
-  for (const auto channel : c10::irange(c)) {
-    for (const auto t : c10::irange(tasks_per_channel)) {
-      sums.dy[channel] += task_sums.dy[channel * tasks_per_channel + t];
-      sums.dy_xmu[channel] += task_sums.dy_xmu[channel * tasks_per_channel + t];
+  for (const auto rb : c10::irange(row_blocks)) {  // row-block order: fixed by the shape
+    for (const auto channel : c10::irange(c)) {
+      sums.dy[channel] += task_sums.dy[rb * c + channel];
+      sums.dy_xmu[channel] += task_sums.dy_xmu[rb * c + channel];
     }
   }
   return sums;

@@ -7,7 +7,7 @@
 //   dx = (dy − mean_dy − (x − mean) · k) · scale.
 // grad_out is read in input's layout (copied there if it differs). Element-wise, so the
 // result does not depend on the thread count.
-#include "../validation.h"
+#include "../../validation.h"
 #include "batch_norm_kernels.h"
 #include "batch_norm_layout.h"
 

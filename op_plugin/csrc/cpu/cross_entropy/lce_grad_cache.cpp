@@ -1,8 +1,8 @@
 #include "lce_grad_cache.h"
 
-#include "bf16_matrix.h"
-#include "gemm.h"
-#include "gemm_operands.h"
+#include "../gemm/bf16_matrix.h"
+#include "../gemm/gemm.h"
+#include "../gemm/gemm_operands.h"
 
 #include <ATen/Parallel.h>
 
@@ -14,8 +14,8 @@ namespace cpu {
 namespace {
 
 // onednn and portable: the fp32 copy of one vocabulary block of the weight for the logits
-// GEMM (16 MiB, as fused_linear_online_max_sum). The own GEMMs (avx512bf16, avx2) multiply
-// the whole weight in place.
+// GEMM (16 MiB, as fused_linear_online_max_sum). The own GEMMs (avx512bf16, avx2) and mkl
+// multiply the whole weight in place.
 constexpr int64_t kWeightBlockBytes = 16LL << 20;
 // Scratch of the backward: a vocabulary slab of G made row-major (G'.T), and, with row
 // scales other than 1, a block of scaled rows.
@@ -24,10 +24,10 @@ constexpr int64_t kSlabBytes = 16LL << 20;
 // make each product a thin GEMM that adds into the fp32 sums once more per block.
 constexpr int64_t kMinRoomDepth = 256;
 
-GemmEngine checked_engine(const at::Tensor& input) {
+GemmEngine checked_engine(const at::Tensor& input, GemmKind kind) {
   TORCH_INTERNAL_ASSERT(input.scalar_type() == at::kBFloat16,
                         "linear_cross_entropy's gradient cache needs bfloat16");
-  return gemm_engine(input.scalar_type());
+  return gemm_engine(input.scalar_type(), kind);
 }
 
 // The weight gradient's storage (V x H bf16) as fp32 room: V * H / 2 floats.
@@ -99,10 +99,12 @@ void backward_weight_grad(const at::Tensor& g, const float* s, const at::Tensor&
   const int64_t vocab = g.size(1);
   const int64_t ld_g = g.stride(0);
   const GemmOperand x(input.contiguous());
-  if ((engine == GemmEngine::kPortable || engine == GemmEngine::kAvx2) && s == nullptr) {
+  if ((engine == GemmEngine::kPortable || engine == GemmEngine::kAvx2 ||
+       engine == GemmEngine::kMkl) && s == nullptr) {
     // ATen's GEMM reads G.T in place from the widened blocks of G (gemm_rounded keeps a
-    // transposed block column-major), and the AVX2 GEMM packs it from G's rows as they
-    // lie: no transposed copy, and no slabs.
+    // transposed block column-major), the AVX2 GEMM packs it from G's rows as they lie,
+    // and MKL takes it transposed in place (the cache's padding is zero): no transposed
+    // copy, and no slabs.
     gemm_rounded(GemmOperand(g).t(), x, weight_grad, engine);
     return;
   }
@@ -144,13 +146,15 @@ std::string lce_cache_engine(at::ScalarType dtype) {
   if (dtype != at::kBFloat16) {
     return "";
   }
-  return engine_name(gemm_engine(dtype));
+  // The forward's logits are an fp32-out product, the backward's two are rounded ones.
+  return std::string("fp32_out=") + engine_name(gemm_engine(dtype, GemmKind::kFp32Out)) +
+         ",rounded=" + engine_name(gemm_engine(dtype, GemmKind::kRounded));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
     at::Tensor& logits_buffer) {
-  const GemmEngine engine = checked_engine(input_chunk);
+  const GemmEngine engine = checked_engine(input_chunk, GemmKind::kFp32Out);
   const int64_t rows = input_chunk.size(0);
   const int64_t h = input_chunk.size(1);
   const int64_t vocab = weight.size(0);
@@ -236,7 +240,7 @@ std::tuple<at::Tensor, at::Tensor> lce_cached_backward(const at::Tensor& grad_ca
                                                        const at::Tensor& input,
                                                        const at::Tensor& weight,
                                                        bool want_input_grad, bool want_weight_grad) {
-  const GemmEngine engine = checked_engine(input);
+  const GemmEngine engine = checked_engine(input, GemmKind::kRounded);
   const int64_t bt = input.size(0);
   const int64_t vocab = weight.size(0);
   TORCH_INTERNAL_ASSERT(grad_cache.scalar_type() == at::kBFloat16 && grad_cache.dim() == 2 &&

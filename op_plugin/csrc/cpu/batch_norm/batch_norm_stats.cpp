@@ -10,7 +10,7 @@
 //
 // Tasks and their order depend on the shape only (as in batch_norm_reduce_backward.cpp),
 // so the result is bitwise the same for any thread count.
-#include "../validation.h"
+#include "../../validation.h"
 #include "batch_norm_kernels.h"
 #include "batch_norm_layout.h"
 

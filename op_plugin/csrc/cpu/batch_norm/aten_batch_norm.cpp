@@ -1,7 +1,7 @@
 // The sync-BN family's CPU kernels under aten's operators, which PyTorch serves only on
 // CUDA/MPS (SPEC §2, §2b). Registered one operator at a time, from Python at import, and
 // only where the dispatcher has no CPU kernel (a later PyTorch may bring its own).
-#include "../aten_registration.h"
+#include "../../aten_registration.h"
 #include "batch_norm_kernels.h"
 
 #include <ATen/ATen.h>

@@ -1,8 +1,12 @@
 // The portable build of the batch-norm loops (batch_norm_loops.inc), and the choice
 // between it and the AVX512 build.
-#include "avx512_kernels.h"
+#include "../gemm/avx512_kernels.h"
+#include "../gemm/engine_switch.h"
 #include "batch_norm_loops.h"
-#include "engine_switch.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>  // the reduce's float-to-double pair conversion
+#endif
 
 #define BN_LOOPS_AVX512 0
 

@@ -12,12 +12,12 @@
 // bitwise the same for any thread count.
 //
 // The block logits come from the GEMM layer (gemm.h), fp32 out of half operands, on the
-// engine it chose for the dtype (float16: portable, which widens chunk and block to fp32).
-#include "../target_mask.h"
-#include "../validation.h"
-#include "bf16_matrix.h"
-#include "gemm.h"
-#include "gemm_operands.h"
+// engine it chose for the dtype's fp32-out products (float16: portable, which widens chunk and block to fp32).
+#include "../../target_mask.h"
+#include "../../validation.h"
+#include "../gemm/bf16_matrix.h"
+#include "../gemm/gemm.h"
+#include "../gemm/gemm_operands.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -56,7 +56,7 @@ void online_max_sum(const at::Tensor& input, const at::Tensor& weight,
                                             std::max<int64_t>(vocab, 1));
   const int64_t chunk = std::clamp<int64_t>(kRowChunkBytes / ((h + block) * 4), 1, bt);
   at::Tensor logits_buffer = cpu::scratch_empty({chunk * block}, input.options().dtype(at::kFloat));
-  const cpu::GemmEngine engine = cpu::gemm_engine(input.scalar_type());
+  const cpu::GemmEngine engine = cpu::gemm_engine(input.scalar_type(), cpu::GemmKind::kFp32Out);
 
   // The fp32 copies of the row chunks and of the weight blocks, each in one reused buffer.
   cpu::WideningBuffer input_room(chunk * h);

@@ -49,7 +49,8 @@ struct BnLoops {
                               const void* scale);
   // batch_norm_reduce_backward's Σ dy and Σ dy·(x − mean) over `runs` runs of
   // `run_length` contiguous elements, `run_stride` elements apart, added to `lanes`
-  // (kBnLanes sums of dy then kBnLanes of dy·(x − mean)).
+  // (kBnLanes sums of dy then kBnLanes of dy·(x − mean)). The portable build's float and
+  // double loop adds into lanes 0-7 of each only (element j to lane j % 8, see the .inc).
   void (*reduce_runs)(BnElem type, const void* dy, const void* x, int64_t runs,
                       int64_t run_length, int64_t run_stride, double mean, double* lanes);
   // The same per channel over rows, straight into sum_dy[c] and sum_dy_xmu[c].

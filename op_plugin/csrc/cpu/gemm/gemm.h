@@ -6,11 +6,15 @@
 //   C (fp32) = [C +] A @ B,   A [m, k] and B [k, n] half-precision values
 //
 // with SPEC §1's numerics: the products of the half values are exact in fp32, they are
-// accumulated in fp32, and C is fp32. Four engines can do that:
+// accumulated in fp32, and C is fp32. Five engines can do that:
 //
 //   onednn      ATen's GEMM on fp32 copies of the operands with oneDNN told to compute
 //               in bf16 (exact: the values are bf16), which runs oneDNN's AMX or
-//               AVX512-BF16 kernels; bf16 operands only.
+//               AVX512-BF16 kernels; its rounded products are oneDNN's bf16-in/bf16-out
+//               GEMM on the operands in place; bf16 operands only.
+//   mkl         MKL's cblas_gemm_bf16bf16f32 (mkl_gemm.h) on the bf16 operands in place,
+//               fp32 out; its rounded products are that, rounded once per row block;
+//               where libtorch_cpu exports it; bf16 operands only.
 //   avx512bf16  the project's own GEMM (bf16_gemm.h) on CPUs with AVX512-BF16, reading the
 //               bf16 operands in place; bf16 operands only.
 //   avx2        the project's own GEMM for AVX2 + FMA (avx2_gemm.h), reading the bf16
@@ -18,17 +22,24 @@
 //               bf16 operands only.
 //   portable    ATen's fp32 GEMM (IEEE) on fp32 copies; any CPU, bf16 and float16.
 //
-// For bf16 the engine is chosen by measurement (gemm_engine()); ASCEND_OPS_CPU_GEMM forces
-// one (engine_switch.h). Operands may be views of any strides; oneDNN and ATen are handed
-// only dense or zero-padded ones (gemm_operands.h), the own GEMM reads the logical region. Each engine sums every element in an order fixed by the shape and
-// the thread count: results are bitwise reproducible for a given engine and thread count.
+// The two kinds of product (GemmKind: fp32-out gemm(), rounded gemm_rounded()) each take
+// their own engine for bf16: the fastest measured for that kind (gemm_engine()), or the one
+// ASCEND_OPS_CPU_GEMM / ASCEND_OPS_CPU_GEMM_FP32_OUT / _ROUNDED forces (engine_switch.h).
+// On an Intel Xeon with AMX, mkl is the fastest fp32-out engine (no fp32 copies) and onednn
+// the fastest rounded one. Operands may be views of any strides; oneDNN, MKL and ATen are
+// handed only dense or zero-padded ones (gemm_operands.h), the own GEMM reads the logical
+// region. Each engine sums every element in an order fixed by the shape and the thread
+// count: results are reproducible for a given engine and thread count (mkl: as MKL makes
+// them, for operands at the same addresses modulo its alignment).
 #pragma once
 
 #include "engine_switch.h"
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace ascend_ops {
@@ -92,14 +103,18 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
 // contiguous rows. No fp32 [m, n] is held on avx512bf16 (per-thread row chunks) nor on
 // avx2 (row blocks of 16 MiB of fp32 sums) nor on onednn (oneDNN's bf16 GEMM writes bf16
 // from its fp32 accumulators, on the operands in place when dense or zero-padded, else on
-// a dense copy) nor on portable (fp32 products of row and K blocks of the operands, at
+// a dense copy) nor on mkl (row blocks of 16 MiB of fp32 sums) nor on portable (fp32 products of row and K blocks of the operands, at
 // most 48 MiB of scratch, rounded per row block).
 void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out, GemmEngine engine);
 
-// Whether `engine` is one of the own GEMMs (avx512bf16, avx2), which multiply the half
-// operands as they lie: no fp32 copy of an operand is made, so callers need not block
-// their operands to bound such copies.
+// Whether `engine` multiplies the half operands as they lie (avx512bf16, avx2, mkl): no
+// fp32 copy of an operand is made, so callers need not block their operands to bound such
+// copies.
 bool reads_half_in_place(GemmEngine engine);
+
+// Whether `engine` is one of the own GEMMs (avx512bf16, avx2), whose rounded products of a
+// transposed A run fastest from a row-major copy of it (the kernels make one).
+bool is_own_gemm(GemmEngine engine);
 
 // Engines that run bf16 GEMMs on this CPU (portable always).
 std::vector<GemmEngine> available_gemm_engines();
@@ -107,19 +122,32 @@ std::vector<GemmEngine> available_gemm_engines();
 // Whether `engine` meets SPEC's numerics for `dtype` on this CPU.
 bool engine_usable(GemmEngine engine, at::ScalarType dtype);
 
-// The engine for GEMMs of `dtype`: float16 always runs on portable; for bfloat16 the one
-// ASCEND_OPS_CPU_GEMM forces (ValueError if this CPU lacks it), else the fastest measured.
-GemmEngine gemm_engine(at::ScalarType dtype);
-
-// One engine's speed on the representative block, measured once per process.
+// One engine's speed on a kind's representative product.
 struct EngineTiming {
   GemmEngine engine;
   double tflops;
 };
-// Every available engine timed on a 256 x 512 x 1024 bf16 product (0.27 GFLOP: a few ms
-// each), after a warm-up, best of three; the first call measures, later ones return the
-// same figures. The fastest is the "auto" choice.
-const std::vector<EngineTiming>& gemm_engine_timings();
+
+// The choice itself, given what the environment forces, the engines available and the
+// timings (asked for only when nothing is forced): the forced engine (ValueError naming
+// the variable when it is not available), else the fastest timed engine among those
+// available. Separate from the measurement so that a test can inject timings.
+GemmEngine choose_gemm_engine(GemmKind kind, const std::optional<ForcedEngine>& forced,
+                              const std::vector<GemmEngine>& available,
+                              const std::function<std::vector<EngineTiming>()>& timings);
+
+// The engine for `kind`'s GEMMs of `dtype`: float16 always runs on portable; for bfloat16
+// the one the environment forces for the kind (ValueError if this CPU lacks it), else the
+// fastest measured for the kind.
+GemmEngine gemm_engine(at::ScalarType dtype, GemmKind kind);
+
+// Every available engine timed on the kind's representative product, after a warm-up,
+// best of three; the first call per kind measures, later ones return the same figures.
+//   fp32-out: x @ W.T, 256 x 512 x 1024 (0.27 GFLOP), A kept widened, B fresh per run.
+//   rounded:  G @ W with K complete, 512 x 512 x 4096 (2.1 GFLOP), fresh operands per run:
+//             as the gradient products, a deep K (the vocabulary or the rows) into a
+//             block of the [BT, H] or [V, H] output.
+const std::vector<EngineTiming>& gemm_engine_timings(GemmKind kind);
 
 }  // namespace cpu
 }  // namespace ascend_ops

@@ -1,0 +1,22 @@
+// The mkl engine (gemm.h): MKL's bf16 GEMM with fp32 accumulation and fp32 output,
+// cblas_gemm_bf16bf16f32, as libtorch_cpu exports it. It is looked up at run time (not
+// linked), so a torch built without MKL, or one whose MKL lacks it, simply has no mkl
+// engine. On an Intel Xeon with AMX it ran x @ W.T at 1.06-1.35 TFLOP/s against 0.28-0.31
+// for ATen's fp32 GEMM on fp32 copies (docs/cpu_kernels.md), with no fp32 copy at all.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace ascend_ops {
+namespace cpu {
+
+// Whether cblas_gemm_bf16bf16f32 is exported by a library of this process.
+bool mkl_bf16_gemm_available();
+
+// C = [C +] A @ B, A [m, k] and B [k, n] bf16 views (row- or column-major, any leading
+// dimension: MKL is told the layout and reads only the logical elements), C an fp32 [m, n]
+// view with contiguous rows. Call only when mkl_bf16_gemm_available().
+void mkl_bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool accumulate);
+
+}  // namespace cpu
+}  // namespace ascend_ops
