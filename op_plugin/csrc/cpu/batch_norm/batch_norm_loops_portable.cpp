@@ -5,7 +5,7 @@
 #include "batch_norm_loops.h"
 
 #if defined(__SSE2__)
-#include <emmintrin.h>  // the reduce's float-to-double pair conversion
+#include <emmintrin.h>  // the reduce's float-to-double pair conversion, bf16 widening
 #endif
 
 #define BN_LOOPS_AVX512 0
