@@ -65,8 +65,11 @@ MIB = 1 << 20
 
 
 def time_interleaved(providers: dict, rounds: int) -> dict[str, list[float]]:
-    """One warm-up call each, then `rounds` rounds calling every provider once. A provider's
-    `prepare` attribute, if it has one, runs untimed before each of its calls."""
+    """One warm-up call each, then `rounds` rounds calling every provider once, round r in the
+    order rotated by r: a slot that runs slow (seen on AMD EPYC: the first call after the
+    formula's large allocations, 2x for 3 ms calls, in some processes) then falls on each
+    provider in turn, not on one, and the medians do not see it. A provider's `prepare`
+    attribute, if it has one, runs untimed before each of its calls."""
     def call(run):
         getattr(run, "prepare", lambda: None)()
         start = time.perf_counter()
@@ -76,8 +79,10 @@ def time_interleaved(providers: dict, rounds: int) -> dict[str, list[float]]:
     for run in providers.values():
         call(run)
     times: dict[str, list[float]] = {name: [] for name in providers}
-    for _ in range(rounds):
-        for name, run in providers.items():
+    order = list(providers.items())
+    for r in range(rounds):
+        shift = r % len(order)
+        for name, run in order[shift:] + order[:shift]:
             times[name].append(call(run))
     return times
 

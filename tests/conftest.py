@@ -75,21 +75,22 @@ def gemm_engine_pair(request, monkeypatch):
     return request.param
 
 
-@pytest.fixture(params=["native", "portable"])
+@pytest.fixture(params=["avx512", "avx2", "portable"])
 def cpu_path(request, monkeypatch):
-    """Runs a test on each build of the batch-norm loops this CPU offers: its native build
-    (avx512 where the CPU has AVX512-F/BW/VL/DQ, what runs by default) and the portable one,
-    forced with ASCEND_OPS_CPU_GEMM=portable."""
+    """Runs a test on each build of the batch-norm loops (avx512, avx2, portable), forced with
+    ASCEND_OPS_CPU_BN_LOOPS; a build this CPU cannot run is skipped, the portable one runs
+    everywhere."""
     from ascend_ops import _C
 
-    monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)
-    monkeypatch.delenv("ASCEND_OPS_CPU_GEMM", raising=False)
-    if request.param == "native":
-        if _C.cpu_batch_norm_engine() == "portable":
-            pytest.skip("this CPU lacks AVX512: only the portable build runs here")
-    else:
-        monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "portable")
-        assert _C.cpu_batch_norm_engine() == "portable"
+    for variable in ("ASCEND_OPS_CPU_PORTABLE", "ASCEND_OPS_CPU_GEMM", "ASCEND_OPS_CPU_BN_LOOPS"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("ASCEND_OPS_CPU_BN_LOOPS", request.param)
+    try:
+        engine = _C.cpu_batch_norm_engine()
+    except ValueError as error:
+        assert "cannot run" in str(error)
+        pytest.skip(f"this CPU cannot run the {request.param} build: {error}")
+    assert engine == request.param
     return request.param
 
 

@@ -1,6 +1,7 @@
 """batch_norm_reduce_backward: values of every implementation against the oracle."""
 
 import itertools
+import os
 
 import pytest
 import torch
@@ -44,6 +45,8 @@ LAYOUT_CASES = [
     BnCase((2, 300, 3, 3), torch.float16, torch.float16, channels_last=True, seed=5),  # 2 channel blocks
     BnCase((9, 70), seed=6),                                                  # 2-D: rows of C
     BnCase((5, 3, 20_000), torch.bfloat16, seed=7),                           # long runs, many tasks
+    BnCase((40, 3, 50), torch.bfloat16, seed=8),     # short runs: float blocks span runs
+    BnCase((37, 2, 21), torch.float16, torch.float16, seed=9),  # runs of 21: half steps, tails
 ]
 
 
@@ -126,3 +129,57 @@ def test_deterministic_across_runs_and_thread_counts(shape, channels_last, threa
         results.append(ascend_ops.batch_norm_reduce_backward(**inputs, impl="cpu"))
     for other in results[1:]:
         assert all(torch.equal(x, y) for x, y in zip(results[0], other))
+
+
+def _cpu_flags() -> set[str]:
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="reads /proc/cpuinfo")
+def test_loops_build_auto_is_the_widest_this_cpu_runs(monkeypatch):
+    from ascend_ops import _C
+
+    for variable in ("ASCEND_OPS_CPU_PORTABLE", "ASCEND_OPS_CPU_GEMM", "ASCEND_OPS_CPU_BN_LOOPS"):
+        monkeypatch.delenv(variable, raising=False)
+    flags = _cpu_flags()
+    if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags:
+        widest = "avx512"
+    elif {"avx2", "fma", "f16c"} <= flags:
+        widest = "avx2"
+    else:
+        widest = "portable"
+    assert _C.cpu_batch_norm_engine() == widest
+    monkeypatch.setenv("ASCEND_OPS_CPU_BN_LOOPS", "auto")
+    assert _C.cpu_batch_norm_engine() == widest
+    monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "portable")  # the general switch sends them too
+    assert _C.cpu_batch_norm_engine() == "portable"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="reads /proc/cpuinfo")
+def test_loops_build_switch_refuses_bad_values(monkeypatch):
+    from ascend_ops import _C
+
+    monkeypatch.delenv("ASCEND_OPS_CPU_GEMM", raising=False)
+    monkeypatch.setenv("ASCEND_OPS_CPU_BN_LOOPS", "sse")
+    with pytest.raises(ValueError, match="ASCEND_OPS_CPU_BN_LOOPS must be one of auto, avx512, "
+                                         "avx2, portable; got 'sse'"):
+        _C.cpu_batch_norm_engine()
+    inputs = testing.bn_inputs(BnCase((2, 3, 4), seed=1))
+    with pytest.raises(ValueError, match="ASCEND_OPS_CPU_BN_LOOPS"):  # the op says so too
+        ascend_ops.batch_norm_reduce_backward(**inputs, impl="cpu")
+    if "avx512f" not in _cpu_flags():
+        monkeypatch.setenv("ASCEND_OPS_CPU_BN_LOOPS", "avx512")
+        with pytest.raises(ValueError, match="asks for a build this CPU cannot run: it needs "
+                                             "AVX512-F/BW/VL/DQ"):
+            _C.cpu_batch_norm_engine()
+    if {"avx2", "fma", "f16c"} <= _cpu_flags():
+        monkeypatch.setenv("ASCEND_OPS_CPU_BN_LOOPS", "avx2")
+        monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", "portable")
+        with pytest.raises(ValueError, match="ASCEND_OPS_CPU_GEMM=portable asks for the portable "
+                                             "loops but ASCEND_OPS_CPU_BN_LOOPS='avx2'"):
+            _C.cpu_batch_norm_engine()
+    monkeypatch.setenv("ASCEND_OPS_CPU_BN_LOOPS", "portable")  # agreeing is fine
+    assert _C.cpu_batch_norm_engine() == "portable"

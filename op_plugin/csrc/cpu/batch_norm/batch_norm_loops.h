@@ -1,7 +1,8 @@
 // The inner loops of the batch-norm CPU kernels (batch_norm_stats, _elemt,
-// _backward_elemt, and the sums of batch_norm_reduce_backward), compiled twice
-// from one source (batch_norm_loops.inc): for AVX512 and for any x86-64/ARM CPU. The
-// kernels call them through bn_loops(), which picks the build this CPU runs.
+// _backward_elemt, and the sums of batch_norm_reduce_backward), compiled three times
+// from one source (batch_norm_loops.inc): for AVX512, for AVX2 (+ FMA, F16C) and for any
+// x86-64/ARM CPU. The kernels call them through bn_loops(), which picks the build this CPU
+// runs.
 //
 // Plain C types only: the AVX512 build must share no inline or template code with the
 // rest of the library (see avx512_kernels.h).
@@ -57,16 +58,21 @@ struct BnLoops {
   void (*reduce_rows)(BnElem type, const void* dy, const void* x, int64_t rows,
                       int64_t channels, int64_t row_stride, const double* mean, double* sum_dy,
                       double* sum_dy_xmu);
-  const char* engine;  // "avx512" or "portable", for benchmark rows
+  const char* engine;  // "avx512", "avx2" or "portable", for benchmark rows
 };
 
-// The AVX512 build when this CPU has AVX512-F/BW/VL/DQ and the switch (engine_switch.h)
-// does not force the portable path, else the portable one.
+// The widest build this CPU runs: AVX512 where it has AVX512-F/BW/VL/DQ, else AVX2 where it
+// has AVX2, FMA and F16C, else the portable one. ASCEND_OPS_CPU_BN_LOOPS = auto | avx512 |
+// avx2 | portable forces one (ValueError for a build this CPU cannot run, or a bad
+// value); ASCEND_OPS_CPU_GEMM=portable (engine_switch.h) forces the portable one too.
 const BnLoops& bn_loops();
 
 namespace bn_avx512 {
 extern const BnLoops kLoops;
 }  // namespace bn_avx512
+namespace bn_avx2 {
+extern const BnLoops kLoops;
+}  // namespace bn_avx2
 namespace bn_portable {
 extern const BnLoops kLoops;
 }  // namespace bn_portable

@@ -8,6 +8,7 @@
 #include <immintrin.h>  // F16C conversion of float16 loads
 
 #define BN_LOOPS_AVX512 1
+#define BN_LOOPS_AVX2 0
 
 namespace ascend_ops {
 namespace cpu {

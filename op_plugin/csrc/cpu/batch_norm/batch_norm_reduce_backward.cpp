@@ -31,6 +31,7 @@ namespace {
 constexpr int64_t kTaskElements = 1 << 15;
 constexpr int64_t kOuterChannelBlock = 64;  // at most 64 channels' lanes (16 KiB) per task
 constexpr int64_t kInnerTaskElements = 1 << 16;
+constexpr int64_t kShortRun = 256;
 constexpr int64_t kInnerChannelBlock = 256;
 
 struct Sums {
@@ -66,11 +67,19 @@ Sums channels_outer_sums(cpu::BnElem type, const char* dy, const char* x, int64_
       const int64_t row0 = rb * rows_per_task;
       const int64_t row1 = std::min(n, row0 + rows_per_task);
       std::fill(lanes.begin(), lanes.end(), 0.0);
-      for (int64_t row = row0; row < row1; ++row) {
+      if (s < kShortRun) {  // channel by channel, all the task's rows in one call
         for (int64_t k = 0; k < width; ++k) {
-          const int64_t offset = (row * c + c0 + k) * s * item;
-          loops.reduce_runs(type, dy + offset, x + offset, 1, s, c * s, mean[c0 + k],
+          const int64_t offset = (row0 * c + c0 + k) * s * item;
+          loops.reduce_runs(type, dy + offset, x + offset, row1 - row0, s, c * s, mean[c0 + k],
                             lanes.data() + k * kLaneValues);
+        }
+      } else {
+        for (int64_t row = row0; row < row1; ++row) {
+          for (int64_t k = 0; k < width; ++k) {
+            const int64_t offset = (row * c + c0 + k) * s * item;
+            loops.reduce_runs(type, dy + offset, x + offset, 1, s, c * s, mean[c0 + k],
+                              lanes.data() + k * kLaneValues);
+          }
         }
       }
       for (int64_t k = 0; k < width; ++k) {  // lane order: fixed by the shape

@@ -1,0 +1,70 @@
+// bn_loops(): which build of the batch-norm loops runs (batch_norm_loops.h).
+#include "../gemm/avx2_kernels.h"
+#include "../gemm/avx512_kernels.h"
+#include "../gemm/engine_switch.h"
+#include "batch_norm_loops.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace ascend_ops {
+namespace cpu {
+namespace {
+
+bool avx2_loops_supported() {
+  static const bool supported = avx2_kernels_supported() && __builtin_cpu_supports("f16c");
+  return supported;
+}
+
+// The build ASCEND_OPS_CPU_BN_LOOPS names, nullptr for auto (unset or empty).
+const BnLoops* forced_build() {
+  const char* value = std::getenv("ASCEND_OPS_CPU_BN_LOOPS");
+  if (value == nullptr || *value == '\0' || std::strcmp(value, "auto") == 0) {
+    return nullptr;
+  }
+  struct Build {
+    const char* name;
+    const BnLoops* loops;
+    bool supported;
+    const char* needs;
+  };
+  const Build builds[] = {{"avx512", &bn_avx512::kLoops, avx512_core_supported(), "AVX512-F/BW/VL/DQ"},
+                          {"avx2", &bn_avx2::kLoops, avx2_loops_supported(), "AVX2, FMA and F16C"},
+                          {"portable", &bn_portable::kLoops, true, ""}};
+  for (const Build& build : builds) {
+    if (std::strcmp(value, build.name) == 0) {
+      TORCH_CHECK_VALUE(build.supported, "ASCEND_OPS_CPU_BN_LOOPS=", value,
+                        " asks for a build this CPU cannot run: it needs ", build.needs);
+      return build.loops;
+    }
+  }
+  TORCH_CHECK_VALUE(false, "ASCEND_OPS_CPU_BN_LOOPS must be one of auto, avx512, avx2, "
+                    "portable; got '", value, "'");
+  return nullptr;
+}
+
+}  // namespace
+
+const BnLoops& bn_loops() {
+  // The switches are read per call (a getenv per kernel call is noise) so tests can switch
+  // builds, and parsed on every CPU, so a bad value is an error on every CPU.
+  const BnLoops* forced = forced_build();
+  if (portable_forced()) {  // ASCEND_OPS_CPU_GEMM=portable sends these loops there too
+    TORCH_CHECK_VALUE(forced == nullptr || forced == &bn_portable::kLoops,
+                      "ASCEND_OPS_CPU_GEMM=portable asks for the portable loops but "
+                      "ASCEND_OPS_CPU_BN_LOOPS='", forced->engine, "'");
+    return bn_portable::kLoops;
+  }
+  if (forced != nullptr) {
+    return *forced;
+  }
+  if (avx512_core_supported()) {
+    return bn_avx512::kLoops;
+  }
+  return avx2_loops_supported() ? bn_avx2::kLoops : bn_portable::kLoops;
+}
+
+}  // namespace cpu
+}  // namespace ascend_ops
