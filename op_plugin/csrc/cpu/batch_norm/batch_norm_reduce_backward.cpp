@@ -31,6 +31,10 @@ namespace {
 constexpr int64_t kTaskElements = 1 << 15;
 constexpr int64_t kOuterChannelBlock = 64;  // at most 64 channels' lanes (16 KiB) per task
 constexpr int64_t kInnerTaskElements = 1 << 16;
+// Runs shorter than this (7x7 and 14x14 maps) go to the loops a channel at a time, all the
+// task's rows in one call: the half-input loops flush their float block once per call,
+// which per row cost as much as a 49-element run. A task's rows are then read with a stride,
+// but a task is at most kTaskElements elements, cache-resident either way.
 constexpr int64_t kShortRun = 256;
 constexpr int64_t kInnerChannelBlock = 256;
 
@@ -42,7 +46,8 @@ struct Sums {
 // Contiguous [N, C, S]: S contiguous elements per (n, c). `item` is the element size.
 // Task = (block of rows, block of channels), read in memory order: row by row, the block's
 // channels' runs one after another, so each thread streams through one contiguous range
-// per row (as batch_norm_stats does). A task per channel, as before 2026-12-03, jumped
+// per row (as batch_norm_stats does; runs shorter than kShortRun: channel by channel). A
+// task per channel, as before 2026-12-03, jumped
 // C·S elements between runs of S (784 elements at 32x256x28x28): 32 short streams per
 // channel, each restarting the prefetcher. Each channel keeps its double lanes across the
 // task's rows, added into its task sums at the end.

@@ -11,6 +11,7 @@
 // ("auto" there means: measured, whatever ASCEND_OPS_CPU_GEMM says). "portable" in
 // ASCEND_OPS_CPU_GEMM (or the alias) also sends the non-GEMM kernels (the batch-norm sums)
 // to their portable loops; the other values concern the GEMM layer only.
+// ASCEND_OPS_CPU_BN_LOOPS picks among the batch-norm loops' builds (batch_norm_loops.h).
 //
 // Two debug switches (0 or 1, default 0) make the operand contract of the GEMM layer
 // testable on any CPU (gemm_operands.h); the test suite turns both on:
