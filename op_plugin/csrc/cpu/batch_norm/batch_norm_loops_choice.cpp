@@ -30,9 +30,10 @@ const BnLoops* forced_build() {
     bool supported;
     const char* needs;
   };
-  const Build builds[] = {{"avx512", &bn_avx512::kLoops, avx512_core_supported(), "AVX512-F/BW/VL/DQ"},
-                          {"avx2", &bn_avx2::kLoops, avx2_loops_supported(), "AVX2, FMA and F16C"},
-                          {"portable", &bn_portable::kLoops, true, ""}};
+  const Build builds[] = {
+      {"avx512", &bn_avx512::kLoops, avx512_core_supported(), "AVX512-F/BW/VL/DQ"},
+      {"avx2", &bn_avx2::kLoops, avx2_loops_supported(), "AVX2, FMA and F16C"},
+      {"portable", &bn_portable::kLoops, true, ""}};
   for (const Build& build : builds) {
     if (std::strcmp(value, build.name) == 0) {
       TORCH_CHECK_VALUE(build.supported, "ASCEND_OPS_CPU_BN_LOOPS=", value,
