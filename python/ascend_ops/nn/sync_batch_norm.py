@@ -181,6 +181,15 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         size = input.numel() // c
         if size == 1 and world < 2:  # torch's check and message
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
+        if input.numel() > 0 and group is None:
+            # One process with rows: nothing to gather or drop (a dozen small ops saved).
+            mean, invstd = _batch_norm_stats(input, eps)
+            stats_dtype = _stats_dtype(input, mean)
+            mean_all, invstd_all = mean.to(stats_dtype)[None], invstd.to(stats_dtype)[None]
+            count_all = torch.full((1,), size, dtype=stats_dtype, device=mean.device)
+            return _SyncBatchNormFunction._normalize(ctx, input, weight, bias, running_mean,
+                                                     running_var, eps, momentum, group,
+                                                     mean_all, invstd_all, count_all)
         if input.numel() > 0:
             mean, invstd = _batch_norm_stats(input, eps)
             stats_dtype = _stats_dtype(input, mean)
@@ -203,14 +212,23 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         # leaves the running statistics alone.
         present = count_all.view(-1) >= 1
         mean_all, invstd_all, count_all = mean_all[present], invstd_all[present], count_all[present]
-        counts = count_all.view(-1)
+        return _SyncBatchNormFunction._normalize(ctx, input, weight, bias, running_mean,
+                                                 running_var, eps, momentum, group, mean_all,
+                                                 invstd_all, count_all.view(-1))
+
+    @staticmethod
+    def _normalize(ctx, input, weight, bias, running_mean, running_var, eps, momentum, group,
+                   mean_all, invstd_all, counts):
+        """The forward's end: the global statistics from the ranks with rows (`mean_all`,
+        `invstd_all` [ranks, C], `counts` [ranks]), then y."""
+        saved_counts = counts.to(torch.int32)  # before a narrower dtype below could round them
         if input.device.type != "cpu" and running_mean is not None:
             # Other devices' kernels read counts in running_mean's dtype (torch does this
             # too); ours take any dtype, and a half count is not exact above 2048.
             counts = counts.to(_counts_dtype(input.device.type, running_mean.dtype))
         mean, invstd = torch.batch_norm_gather_stats_with_counts(
             input, mean_all, invstd_all, running_mean, running_var, momentum, eps, counts)
-        ctx.save_for_backward(input, weight, mean, invstd, count_all.view(-1).to(torch.int32))
+        ctx.save_for_backward(input, weight, mean, invstd, saved_counts)
         ctx.group = group
         ctx.has_bias = bias is not None
         if input.numel() == 0:

@@ -26,16 +26,25 @@ at::Tensor batch_norm_backward_elemt_cpu(
   if (x.numel() == 0) {
     return dx;
   }
-  const double total = count.to(at::kDouble).sum().item<double>();
+  double total = 0.0;
+  for (const double rows : cpu::doubles(count)) {
+    total += rows;
+  }
   TORCH_CHECK_VALUE(total > 0.0, "batch_norm_backward_elemt: 'count' must sum to the rows of "
                     "every rank (> 0 when input has elements), got ", total);
   const at::Tensor dy = cpu::same_layout(grad_out, x);
-  const at::Tensor inv64 = invstd.to(at::kDouble);
-  const at::Tensor mean64 = mean.to(at::kDouble).contiguous();
-  const at::Tensor mean_dy64 = (sum_dy.to(at::kDouble) / total).contiguous();
-  const at::Tensor k64 = (sum_dy_xmu.to(at::kDouble) / total * inv64 * inv64).contiguous();
-  const at::Tensor scale64 =
-      (weight.has_value() ? inv64 * weight->to(at::kDouble) : inv64).contiguous();
+  // Per channel in double (read in place, no tensor ops): mean, k, mean_dy, scale.
+  const int64_t c = x.size(1);
+  const std::vector<double> inv64 = cpu::doubles(invstd);
+  const std::vector<double> mean64 = cpu::doubles(mean);
+  std::vector<double> mean_dy64 = cpu::doubles(sum_dy);
+  std::vector<double> k64 = cpu::doubles(sum_dy_xmu);
+  std::vector<double> scale64 = weight.has_value() ? cpu::doubles(*weight) : std::vector<double>(c, 1.0);
+  for (int64_t i = 0; i < c; ++i) {
+    mean_dy64[i] = mean_dy64[i] / total;
+    k64[i] = k64[i] / total * inv64[i] * inv64[i];
+    scale64[i] = inv64[i] * scale64[i];
+  }
 
   const cpu::BnShape shape = cpu::bn_shape(x);
   const auto& loops = cpu::bn_loops();
@@ -45,28 +54,23 @@ at::Tensor batch_norm_backward_elemt_cpu(
   auto* dxb = static_cast<char*>(dx.mutable_data_ptr());
   const int64_t item = x.element_size();
   if (shape.layout == cpu::BnLayout::kRuns) {
-    const double* pm = mean64.const_data_ptr<double>();
-    const double* pk = k64.const_data_ptr<double>();
-    const double* pd = mean_dy64.const_data_ptr<double>();
-    const double* ps = scale64.const_data_ptr<double>();
     at::parallel_for(0, shape.n * shape.c, cpu::bn_grain(shape.s), [&](int64_t begin, int64_t end) {
       for (int64_t run = begin; run < end; ++run) {
         const int64_t channel = run % shape.c;
         const int64_t offset = run * shape.s * item;
         loops.backward_elemt_run(type, dyb + offset, xb + offset, dxb + offset, shape.s,
-                                 pm[channel], pk[channel], pd[channel], ps[channel]);
+                                 mean64[channel], k64[channel], mean_dy64[channel],
+                                 scale64[channel]);
       }
     });
   } else {
     const at::ScalarType compute = cpu::bn_compute_type(x.scalar_type());
-    const at::Tensor m = cpu::per_channel(mean64, compute), k = cpu::per_channel(k64, compute),
-                     d = cpu::per_channel(mean_dy64, compute),
-                     sc = cpu::per_channel(scale64, compute);
+    const cpu::ComputeValues m(mean64, compute), k(k64, compute), d(mean_dy64, compute),
+        sc(scale64, compute);
     at::parallel_for(0, shape.rows(), cpu::bn_grain(shape.c), [&](int64_t begin, int64_t end) {
       const int64_t offset = begin * shape.c * item;
       loops.backward_elemt_rows(type, dyb + offset, xb + offset, dxb + offset, end - begin,
-                                shape.c, shape.c, m.const_data_ptr(), k.const_data_ptr(),
-                                d.const_data_ptr(), sc.const_data_ptr());
+                                shape.c, shape.c, m.data(), k.data(), d.data(), sc.data());
     });
   }
   return dx;

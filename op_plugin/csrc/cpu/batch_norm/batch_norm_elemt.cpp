@@ -23,14 +23,17 @@ at::Tensor batch_norm_elemt_cpu(const at::Tensor& input_arg, const std::optional
   if (x.numel() == 0) {
     return y;
   }
-  const at::ScalarType compute = cpu::bn_compute_type(x.scalar_type());
-  const at::Tensor mean64 = mean.to(at::kDouble);
-  at::Tensor scale64 = invstd.to(at::kDouble);
+  // Per channel in double: mean, scale = invstd · weight, bias (read in place, no tensor ops).
+  const int64_t c = x.size(1);
+  const std::vector<double> mean64 = cpu::doubles(mean);
+  std::vector<double> scale64 = cpu::doubles(invstd);
   if (weight.has_value()) {
-    scale64 = scale64 * weight->to(at::kDouble);
+    const std::vector<double> w = cpu::doubles(*weight);
+    for (int64_t i = 0; i < c; ++i) {
+      scale64[i] *= w[i];
+    }
   }
-  const at::Tensor bias64 = bias.has_value() ? bias->to(at::kDouble).contiguous()
-                                             : at::zeros_like(mean64);
+  const std::vector<double> bias64 = bias.has_value() ? cpu::doubles(*bias) : std::vector<double>(c, 0.0);
   const cpu::BnShape shape = cpu::bn_shape(x);
   const auto& loops = cpu::bn_loops();
   const cpu::BnElem type = cpu::bn_elem(x.scalar_type());
@@ -38,23 +41,19 @@ at::Tensor batch_norm_elemt_cpu(const at::Tensor& input_arg, const std::optional
   auto* yb = static_cast<char*>(y.mutable_data_ptr());
   const int64_t item = x.element_size();
   if (shape.layout == cpu::BnLayout::kRuns) {
-    const at::Tensor m = mean64.contiguous(), sc = scale64.contiguous();
-    const double* pm = m.const_data_ptr<double>();
-    const double* ps = sc.const_data_ptr<double>();
-    const double* pb = bias64.const_data_ptr<double>();
     at::parallel_for(0, shape.n * shape.c, cpu::bn_grain(shape.s), [&](int64_t begin, int64_t end) {
       for (int64_t run = begin; run < end; ++run) {
         const int64_t channel = run % shape.c;
         loops.elemt_run(type, xb + run * shape.s * item, yb + run * shape.s * item, shape.s,
-                        pm[channel], ps[channel], pb[channel]);
+                        mean64[channel], scale64[channel], bias64[channel]);
       }
     });
   } else {
-    const at::Tensor m = cpu::per_channel(mean64, compute), sc = cpu::per_channel(scale64, compute),
-                     b = cpu::per_channel(bias64, compute);
+    const at::ScalarType compute = cpu::bn_compute_type(x.scalar_type());
+    const cpu::ComputeValues m(mean64, compute), sc(scale64, compute), b(bias64, compute);
     at::parallel_for(0, shape.rows(), cpu::bn_grain(shape.c), [&](int64_t begin, int64_t end) {
       loops.elemt_rows(type, xb + begin * shape.c * item, yb + begin * shape.c * item, end - begin,
-                       shape.c, shape.c, m.const_data_ptr(), sc.const_data_ptr(), b.const_data_ptr());
+                       shape.c, shape.c, m.data(), sc.data(), b.data());
     });
   }
   return y;

@@ -16,6 +16,7 @@
 // The inputs are [world, C]: small, so this is a plain loop.
 #include "../../validation.h"
 #include "batch_norm_kernels.h"
+#include "batch_norm_layout.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/irange.h>
@@ -31,25 +32,20 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats_with_counts_cpu(
   check_batch_norm_gather_stats(input, mean, invstd, running_mean, running_var, eps, counts);
   const int64_t world = mean.size(0);
   const int64_t c = mean.size(1);
-  const at::Tensor counts64 = counts.to(at::kDouble).contiguous();
-  const double* count = counts64.const_data_ptr<double>();
+  // The inputs read in double, in place (cpu::doubles: no tensor ops on these small ones).
+  const std::vector<double> counts64 = cpu::doubles(counts);
+  const double* count = counts64.data();
   for (const auto w : c10::irange(world)) {
     TORCH_CHECK_VALUE(std::isfinite(count[w]) && count[w] >= 0.0,
                       "batch_norm_gather_stats_with_counts: 'counts' must be finite and >= 0 "
                       "(rows per rank), got counts[", w, "] = ", count[w]);
   }
-  const at::Tensor mean_all = mean.to(at::kDouble).contiguous();      // [world, C]
-  const at::Tensor invstd_all = invstd.to(at::kDouble).contiguous();  // [world, C]
-  const double* m = mean_all.const_data_ptr<double>();
-  const double* inv = invstd_all.const_data_ptr<double>();
+  const std::vector<double> mean_all = cpu::doubles(mean);      // [world, C], row-major
+  const std::vector<double> invstd_all = cpu::doubles(invstd);  // [world, C]
+  const double* m = mean_all.data();
+  const double* inv = invstd_all.data();
 
-  const auto f64 = mean.options().dtype(at::kDouble);
-  at::Tensor global_mean = at::empty({c}, f64);
-  at::Tensor global_invstd = at::empty({c}, f64);
-  at::Tensor unbiased_var = at::empty({c}, f64);
-  double* gm = global_mean.mutable_data_ptr<double>();
-  double* gi = global_invstd.mutable_data_ptr<double>();
-  double* uv = unbiased_var.mutable_data_ptr<double>();
+  std::vector<double> gm(c), gi(c), uv(c);
   double n = 0.0;
   for (const auto w : c10::irange(world)) {
     n += count[w];
@@ -76,12 +72,19 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats_with_counts_cpu(
   }
   if (n > 0.0) {
     // Both updates are formed first and written last, so nothing can fail between the writes.
+    const auto updated = [&](const at::Tensor& running, const std::vector<double>& batch) {
+      std::vector<double> values = cpu::doubles(running);
+      for (const auto channel : c10::irange(c)) {
+        values[channel] = values[channel] * (1.0 - momentum) + batch[channel] * momentum;
+      }
+      return cpu::tensor_of(values, running.scalar_type(), running.options());
+    };
     at::Tensor new_mean, new_var;
     if (running_mean.has_value()) {
-      new_mean = running_mean->to(at::kDouble) * (1.0 - momentum) + global_mean * momentum;
+      new_mean = updated(*running_mean, gm);
     }
     if (running_var.has_value()) {
-      new_var = running_var->to(at::kDouble) * (1.0 - momentum) + unbiased_var * momentum;
+      new_var = updated(*running_var, uv);
     }
     if (running_mean.has_value()) {
       running_mean->copy_(new_mean);
@@ -90,7 +93,8 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_gather_stats_with_counts_cpu(
       running_var->copy_(new_var);
     }
   }
-  return {global_mean.to(mean.scalar_type()), global_invstd.to(mean.scalar_type())};
+  return {cpu::tensor_of(gm, mean.scalar_type(), mean.options()),
+          cpu::tensor_of(gi, mean.scalar_type(), mean.options())};
 }
 
 }  // namespace ascend_ops

@@ -5,10 +5,13 @@
 #include "batch_norm_loops.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 
 #include <algorithm>
 #include <optional>
+#include <utility>
+#include <vector>
 
 namespace ascend_ops {
 namespace cpu {
@@ -81,10 +84,60 @@ inline int64_t bn_grain(int64_t elements_per_item) {
   return std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, elements_per_item));
 }
 
-// Per-channel values as a contiguous tensor of the loops' compute type.
-inline at::Tensor per_channel(const at::Tensor& t, at::ScalarType compute) {
-  return t.to(compute).contiguous();
+// The values of a 1-D or 2-D tensor in double, row-major, read in place through its
+// strides. The per-channel and per-rank operands are small: a tensor op for each
+// (.to(kDouble), .contiguous()) cost more than this loop, ~5 us a call. Every batch-norm
+// and count dtype converts exactly (integers above 2^53 round, as .to(kDouble) does).
+inline std::vector<double> doubles(const at::Tensor& t) {
+  TORCH_INTERNAL_ASSERT(t.dim() == 1 || t.dim() == 2, "doubles of a ", t.dim(), "-D tensor");
+  const bool matrix = t.dim() == 2;
+  const int64_t rows = matrix ? t.size(0) : 1, cols = t.size(matrix ? 1 : 0);
+  const int64_t row_stride = matrix ? t.stride(0) : 0, col_stride = t.stride(matrix ? 1 : 0);
+  std::vector<double> values(rows * cols);
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, t.scalar_type(), "doubles", [&] {
+    const scalar_t* p = t.const_data_ptr<scalar_t>();
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        values[r * cols + c] = static_cast<double>(p[r * row_stride + c * col_stride]);
+      }
+    }
+  });
+  return values;
 }
+
+// A new 1-D tensor of `dtype` (device and layout from `options`) holding `values`, each
+// converted once, as .to(dtype) of a double tensor converts.
+inline at::Tensor tensor_of(const std::vector<double>& values, at::ScalarType dtype,
+                            const at::TensorOptions& options) {
+  at::Tensor t = at::empty({static_cast<int64_t>(values.size())}, options.dtype(dtype));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "tensor_of", [&] {
+    scalar_t* p = t.mutable_data_ptr<scalar_t>();
+    for (size_t i = 0; i < values.size(); ++i) {
+      p[i] = static_cast<scalar_t>(values[i]);
+    }
+  });
+  return t;
+}
+
+// Per-channel values in the rows loops' compute type (float, or double for float64 input),
+// rounded once from double.
+class ComputeValues {
+ public:
+  ComputeValues(std::vector<double> values, at::ScalarType compute)
+      : in_double_(compute == at::kDouble), doubles_(std::move(values)) {
+    if (!in_double_) {
+      floats_.assign(doubles_.begin(), doubles_.end());
+    }
+  }
+  const void* data() const {
+    return in_double_ ? static_cast<const void*>(doubles_.data()) : floats_.data();
+  }
+
+ private:
+  bool in_double_;
+  std::vector<double> doubles_;
+  std::vector<float> floats_;
+};
 
 }  // namespace cpu
 }  // namespace ascend_ops

@@ -18,20 +18,6 @@ bool avx2_loops_supported() {
   return supported;
 }
 
-// The AVX2 build, but with the portable build's stats loops: the AVX2 build's (generic
-// 64-byte vectors, which GCC widens from float in halves) took 1.6-1.8x the portable ones
-// for float32 and 1.07-1.13x for bfloat16 (2026-12-03, AMD EPYC with AVX2 only,
-// `scripts/benchmark.py --op sync_bn` kernel rows, 15 rounds each build).
-const BnLoops& avx2_loops() {
-  static const BnLoops loops = [] {
-    BnLoops mixed = bn_avx2::kLoops;
-    mixed.stats_lanes = bn_portable::kLoops.stats_lanes;
-    mixed.stats_rows = bn_portable::kLoops.stats_rows;
-    return mixed;
-  }();
-  return loops;
-}
-
 // The build ASCEND_OPS_CPU_BN_LOOPS names, nullptr for auto (unset or empty).
 const BnLoops* forced_build() {
   const char* value = std::getenv("ASCEND_OPS_CPU_BN_LOOPS");
@@ -46,7 +32,7 @@ const BnLoops* forced_build() {
   };
   const Build builds[] = {
       {"avx512", &bn_avx512::kLoops, avx512_core_supported(), "AVX512-F/BW/VL/DQ"},
-      {"avx2", &avx2_loops(), avx2_loops_supported(), "AVX2, FMA and F16C"},
+      {"avx2", &bn_avx2::kLoops, avx2_loops_supported(), "AVX2, FMA and F16C"},
       {"portable", &bn_portable::kLoops, true, ""}};
   for (const Build& build : builds) {
     if (std::strcmp(value, build.name) == 0) {
@@ -78,7 +64,7 @@ const BnLoops& bn_loops() {
   if (avx512_core_supported()) {
     return bn_avx512::kLoops;
   }
-  return avx2_loops_supported() ? avx2_loops() : bn_portable::kLoops;
+  return avx2_loops_supported() ? bn_avx2::kLoops : bn_portable::kLoops;
 }
 
 }  // namespace cpu

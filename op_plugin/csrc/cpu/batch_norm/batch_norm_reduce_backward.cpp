@@ -169,36 +169,27 @@ std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor> reduce_backward(
     return {};
   }
   const int64_t c = input.size(1);
-  // mean is read in double whatever its dtype (a float or half mean is exact in double).
-  const at::Tensor mean_d = mean.to(at::kDouble).contiguous();
+  // mean and invstd are read in double whatever their dtype (exact), in place.
+  const std::vector<double> mean_d = cpu::doubles(mean);
   Sums sums(c);
   if (input.numel() > 0) {
-    sums = channel_sums(grad_out, input, mean_d.const_data_ptr<double>());
+    sums = channel_sums(grad_out, input, mean_d.data());
   }
 
-  // Assembled in double, rounded once into the output dtype. invstd is read as it was
-  // given (a float invstd is exact in double).
-  const at::Tensor invstd_d = invstd.to(at::kDouble).contiguous();
-  const double* inv = invstd_d.const_data_ptr<double>();
-  const auto options = input.options().dtype(at::kDouble);
-  at::Tensor sum_dy = at::empty({c}, options);
-  at::Tensor sum_dy_xmu = at::empty({c}, options);
-  at::Tensor grad_weight = at::empty({c}, options);
-  double* p_dy = sum_dy.mutable_data_ptr<double>();
-  double* p_dy_xmu = sum_dy_xmu.mutable_data_ptr<double>();
-  double* p_gw = grad_weight.mutable_data_ptr<double>();
+  // Assembled in double, rounded once into the output dtype.
+  const std::vector<double> inv = cpu::doubles(invstd);
+  std::vector<double> grad_weight(c);
   for (const auto channel : c10::irange(c)) {
-    p_dy[channel] = sums.dy[channel];
-    p_dy_xmu[channel] = sums.dy_xmu[channel];
-    p_gw[channel] = sums.dy_xmu[channel] * inv[channel];
+    grad_weight[channel] = sums.dy_xmu[channel] * inv[channel];
   }
   const at::ScalarType out_type =
       batch_norm_reduce_output_dtype(input.scalar_type(), mean.scalar_type());
-  const auto out = [&](bool wanted, const at::Tensor& t) -> MaybeTensor {
-    return wanted ? MaybeTensor(t.to(out_type)) : std::nullopt;
+  const auto out = [&](bool wanted, const std::vector<double>& values) -> MaybeTensor {
+    return wanted ? MaybeTensor(cpu::tensor_of(values, out_type, input.options()))
+                  : std::nullopt;
   };
-  return {out(input_g, sum_dy), out(input_g, sum_dy_xmu), out(weight_g, grad_weight),
-          out(bias_g, sum_dy)};
+  return {out(input_g, sums.dy), out(input_g, sums.dy_xmu), out(weight_g, grad_weight),
+          out(bias_g, sums.dy)};
 }
 
 std::tuple<MaybeTensor, MaybeTensor, MaybeTensor, MaybeTensor> batch_norm_reduce_backward_cpu(

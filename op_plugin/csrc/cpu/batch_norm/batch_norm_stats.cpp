@@ -133,22 +133,21 @@ std::tuple<at::Tensor, at::Tensor> batch_norm_stats_float64_cpu(const at::Tensor
   }
   const at::Tensor x = cpu::readable(input_arg);
   const BnShape shape = cpu::bn_shape(x);
-  // K[c]: the channel's first element (n = 0, s = 0).
-  at::Tensor first = x.select(0, 0);  // [C, *] -> [C] by views, no copy of the plane
-  while (first.dim() > 1) {
-    first = first.select(1, 0);
-  }
-  at::Tensor shift64 = first.to(at::kDouble);  // exact for every dtype
+  // K[c]: the channel's first element (n = 0, s = 0), read in place: x.select(0, 0) and
+  // on down to [C] is a view whose stride is x's channel stride.
+  std::vector<double> shift64 = cpu::doubles(x.as_strided({c}, {x.stride(1)}));  // exact
   // A non-finite first element would make every shifted value NaN (inf - inf): such a
   // channel is summed unshifted, and gives torch's mean (an inf stays inf, NaN stays NaN).
-  shift64 = at::where(shift64.isfinite(), shift64, at::zeros_like(shift64)).contiguous();
+  for (double& k : shift64) {
+    k = std::isfinite(k) ? k : 0.0;
+  }
   const ShiftedSums sums = shape.layout == cpu::BnLayout::kRuns
-                               ? runs_sums(x, shape, shift64.const_data_ptr<double>())
-                               : rows_sums(x, shape, shift64.const_data_ptr<double>());
+                               ? runs_sums(x, shape, shift64.data())
+                               : rows_sums(x, shape, shift64.data());
   at::Tensor mean64 = at::empty({c}, options);
   at::Tensor invstd64 = at::empty({c}, options);
   const double count = static_cast<double>(shape.n * shape.s);
-  const double* k = shift64.const_data_ptr<double>();
+  const double* k = shift64.data();
   double* mean = mean64.mutable_data_ptr<double>();
   double* invstd = invstd64.mutable_data_ptr<double>();
   for (const auto channel : c10::irange(c)) {
