@@ -181,19 +181,14 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         size = input.numel() // c
         if size == 1 and world < 2:  # torch's check and message
             raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
-        if input.numel() > 0 and group is None:
-            # One process with rows: nothing to gather or drop (a dozen small ops saved).
-            mean, invstd = _batch_norm_stats(input, eps)
-            stats_dtype = _stats_dtype(input, mean)
-            mean_all, invstd_all = mean.to(stats_dtype)[None], invstd.to(stats_dtype)[None]
-            count_all = torch.full((1,), size, dtype=stats_dtype, device=mean.device)
-            return _SyncBatchNormFunction._normalize(ctx, input, weight, bias, running_mean,
-                                                     running_var, eps, momentum, group,
-                                                     mean_all, invstd_all, count_all)
         if input.numel() > 0:
             mean, invstd = _batch_norm_stats(input, eps)
             stats_dtype = _stats_dtype(input, mean)
             count = torch.full((1,), size, dtype=stats_dtype, device=mean.device)
+            if group is None:  # one process with rows: nothing to gather or drop
+                return _SyncBatchNormFunction._normalize(
+                    ctx, input, weight, bias, running_mean, running_var, eps, momentum, group,
+                    mean.to(stats_dtype)[None], invstd.to(stats_dtype)[None], count)
             combined = torch.cat([mean.to(stats_dtype), invstd.to(stats_dtype), count])  # [2C + 1]
         else:
             # Zeros with count 0: this rank still joins the all_gather its peers wait on.
