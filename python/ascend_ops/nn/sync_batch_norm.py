@@ -173,6 +173,26 @@ def _dense(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous()
 
 
+def _ranks_with_rows(combined: torch.Tensor, c: int, group: dist.ProcessGroup | None,
+                     world: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every rank's (mean [C], invstd [C], count [1]) packed as `combined` [2C + 1],
+    gathered over `group` (this rank's alone when None), as (mean_all, invstd_all) [ranks, C]
+    and counts [ranks] of the ranks with rows."""
+    if group is None:
+        per_rank = combined[None]
+    else:
+        # all_gather (not all_gather_into_tensor, which gloo lacks): one collective.
+        gathered = [torch.empty_like(combined) for _ in range(world)]
+        dist.all_gather(gathered, combined, group=group)
+        per_rank = torch.stack(gathered)  # [world, 2C + 1]
+    mean_all, invstd_all, count_all = per_rank.split(c, dim=1)
+    # Drop the ranks with no rows, as torch does (one host sync): a kernel may not skip a
+    # zero count (ours does). With every rank empty none is left, and the gather leaves the
+    # running statistics alone.
+    present = count_all.view(-1) >= 1
+    return mean_all[present], invstd_all[present], count_all[present].view(-1)
+
+
 class _SyncBatchNormFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weight, bias, running_mean, running_var, eps, momentum, group, world):
@@ -184,38 +204,17 @@ class _SyncBatchNormFunction(torch.autograd.Function):
         if input.numel() > 0:
             mean, invstd = _batch_norm_stats(input, eps)
             stats_dtype = _stats_dtype(input, mean)
+            mean, invstd = mean.to(stats_dtype), invstd.to(stats_dtype)
             count = torch.full((1,), size, dtype=stats_dtype, device=mean.device)
             if group is None:  # one process with rows: nothing to gather or drop
-                return _SyncBatchNormFunction._normalize(
-                    ctx, input, weight, bias, running_mean, running_var, eps, momentum, group,
-                    mean.to(stats_dtype)[None], invstd.to(stats_dtype)[None], count)
-            combined = torch.cat([mean.to(stats_dtype), invstd.to(stats_dtype), count])  # [2C + 1]
+                mean_all, invstd_all, counts = mean[None], invstd[None], count
+            else:
+                mean_all, invstd_all, counts = _ranks_with_rows(
+                    torch.cat([mean, invstd, count]), c, group, world)
         else:
             # Zeros with count 0: this rank still joins the all_gather its peers wait on.
-            stats_dtype = _stats_dtype(input, None)
-            combined = torch.zeros(2 * c + 1, dtype=stats_dtype, device=input.device)
-        if group is None:
-            per_rank = combined[None]
-        else:
-            # all_gather (not all_gather_into_tensor, which gloo lacks): one collective.
-            gathered = [torch.empty_like(combined) for _ in range(world)]
-            dist.all_gather(gathered, combined, group=group)
-            per_rank = torch.stack(gathered)  # [world, 2C + 1]
-        mean_all, invstd_all, count_all = per_rank.split(c, dim=1)
-        # Drop the ranks with no rows, as torch does (one host sync): a kernel may not skip
-        # a zero count (ours does). With every rank empty none is left, and the gather
-        # leaves the running statistics alone.
-        present = count_all.view(-1) >= 1
-        mean_all, invstd_all, count_all = mean_all[present], invstd_all[present], count_all[present]
-        return _SyncBatchNormFunction._normalize(ctx, input, weight, bias, running_mean,
-                                                 running_var, eps, momentum, group, mean_all,
-                                                 invstd_all, count_all.view(-1))
-
-    @staticmethod
-    def _normalize(ctx, input, weight, bias, running_mean, running_var, eps, momentum, group,
-                   mean_all, invstd_all, counts):
-        """The forward's end: the global statistics from the ranks with rows (`mean_all`,
-        `invstd_all` [ranks, C], `counts` [ranks]), then y."""
+            zeros = torch.zeros(2 * c + 1, dtype=_stats_dtype(input, None), device=input.device)
+            mean_all, invstd_all, counts = _ranks_with_rows(zeros, c, group, world)
         saved_counts = counts.to(torch.int32)  # before a narrower dtype below could round them
         if input.device.type != "cpu" and running_mean is not None:
             # Other devices' kernels read counts in running_mean's dtype (torch does this

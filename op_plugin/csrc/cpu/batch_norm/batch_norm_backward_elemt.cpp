@@ -39,11 +39,10 @@ at::Tensor batch_norm_backward_elemt_cpu(
   const std::vector<double> mean64 = cpu::doubles(mean);
   std::vector<double> mean_dy64 = cpu::doubles(sum_dy);
   std::vector<double> k64 = cpu::doubles(sum_dy_xmu);
-  std::vector<double> scale64 = weight.has_value() ? cpu::doubles(*weight) : std::vector<double>(c, 1.0);
+  const std::vector<double> scale64 = cpu::invstd_times_weight(invstd, weight);
   for (int64_t i = 0; i < c; ++i) {
     mean_dy64[i] = mean_dy64[i] / total;
     k64[i] = k64[i] / total * inv64[i] * inv64[i];
-    scale64[i] = inv64[i] * scale64[i];
   }
 
   const cpu::BnShape shape = cpu::bn_shape(x);

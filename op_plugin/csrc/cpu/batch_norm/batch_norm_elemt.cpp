@@ -26,14 +26,9 @@ at::Tensor batch_norm_elemt_cpu(const at::Tensor& input_arg, const std::optional
   // Per channel in double: mean, scale = invstd · weight, bias (read in place, no tensor ops).
   const int64_t c = x.size(1);
   const std::vector<double> mean64 = cpu::doubles(mean);
-  std::vector<double> scale64 = cpu::doubles(invstd);
-  if (weight.has_value()) {
-    const std::vector<double> w = cpu::doubles(*weight);
-    for (int64_t i = 0; i < c; ++i) {
-      scale64[i] *= w[i];
-    }
-  }
-  const std::vector<double> bias64 = bias.has_value() ? cpu::doubles(*bias) : std::vector<double>(c, 0.0);
+  const std::vector<double> scale64 = cpu::invstd_times_weight(invstd, weight);
+  const std::vector<double> bias64 =
+      bias.has_value() ? cpu::doubles(*bias) : std::vector<double>(c, 0.0);
   const cpu::BnShape shape = cpu::bn_shape(x);
   const auto& loops = cpu::bn_loops();
   const cpu::BnElem type = cpu::bn_elem(x.scalar_type());

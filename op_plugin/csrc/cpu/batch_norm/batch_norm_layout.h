@@ -105,6 +105,20 @@ inline std::vector<double> doubles(const at::Tensor& t) {
   return values;
 }
 
+// Per channel invstd · weight in double (invstd alone without a weight): the scale of
+// elemt and backward elemt.
+inline std::vector<double> invstd_times_weight(const at::Tensor& invstd,
+                                               const std::optional<at::Tensor>& weight) {
+  std::vector<double> scale = doubles(invstd);
+  if (weight.has_value()) {
+    const std::vector<double> w = doubles(*weight);
+    for (size_t i = 0; i < scale.size(); ++i) {
+      scale[i] *= w[i];
+    }
+  }
+  return scale;
+}
+
 // A new 1-D tensor of `dtype` (device and layout from `options`) holding `values`, each
 // converted once, as .to(dtype) of a double tensor converts.
 inline at::Tensor tensor_of(const std::vector<double>& values, at::ScalarType dtype,

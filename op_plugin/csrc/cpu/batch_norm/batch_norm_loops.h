@@ -62,8 +62,7 @@ struct BnLoops {
 };
 
 // The widest build this CPU runs: AVX512 where it has AVX512-F/BW/VL/DQ, else AVX2 where it
-// has AVX2, FMA and F16C (its stats loops then the portable build's: faster there), else
-// the portable one. ASCEND_OPS_CPU_BN_LOOPS = auto | avx512 |
+// has AVX2, FMA and F16C, else the portable one. ASCEND_OPS_CPU_BN_LOOPS = auto | avx512 |
 // avx2 | portable forces one (ValueError for a build this CPU cannot run, or a bad
 // value); ASCEND_OPS_CPU_GEMM=portable (engine_switch.h) forces the portable one too.
 const BnLoops& bn_loops();
