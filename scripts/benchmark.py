@@ -56,7 +56,7 @@ import ascend_ops
 from ascend_ops import reference, testing
 from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields, timing_fields
 from torch_matmul_probe import probe_matmul
-from worker_processes import live_memory_env, reset_peak_rss, status_kb
+from worker_processes import reset_peak_rss, status_kb, worker_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FLCE = "fused_linear_cross_entropy_loss_grad"
@@ -126,7 +126,8 @@ def flce_providers(inputs: dict, mode: str, floor: str = "gemm_floor") -> dict:
 
 def flce_peak_memory(bt: int, h: int, v: int, mode: str, provider: str, floor: str) -> float:
     """Peak extra resident memory (MiB) of one call, in a fresh child process whose resident
-    memory follows its live memory (worker_processes.live_memory_env)."""
+    memory follows its live memory and whose GEMM engines are this process's
+    (worker_processes.worker_env)."""
     code = f"""
 import json, sys
 sys.path.insert(0, {str(ROOT / 'scripts')!r})
@@ -136,7 +137,7 @@ inputs = benchmark.flce_inputs({bt}, {h}, {v}, {mode!r})
 run = benchmark.flce_providers(inputs, {mode!r}, {floor!r})[{provider!r}]
 print(json.dumps(benchmark.peak_extra_mib(run)))
 """
-    result = subprocess.run([sys.executable, "-c", code], env=live_memory_env(), capture_output=True,
+    result = subprocess.run([sys.executable, "-c", code], env=worker_env(), capture_output=True,
                             text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 

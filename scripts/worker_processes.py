@@ -27,10 +27,31 @@ def live_memory_env() -> dict:
     return {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 
 
+def worker_env() -> dict:
+    """live_memory_env, with the bfloat16 GEMM engines this process chose pinned for the
+    worker (ASCEND_OPS_CPU_GEMM_FP32_OUT / _ROUNDED), so that every process of a benchmark
+    runs the engines its rows name. A worker would otherwise measure its own at first use,
+    and under live_memory_env the own engines' packing buffers are fresh mappings faulted in
+    on every call: on AMD EPYC (AVX2 only) a worker's first-use measurement picked mkl for
+    fp32-out (0.062-0.065 TFLOP/s against avx2's 0.057-0.060; with glibc's defaults avx2
+    0.070-0.072 against 0.062-0.064), and MKL's cached buffers then added 47 MiB to the FLCE
+    peak of the rows that named avx2."""
+    env = live_memory_env()
+    try:
+        from ascend_ops.cpu_info import GEMM_KINDS, gemm_engine_report
+
+        engines = gemm_engine_report().engines
+    except (ImportError, RuntimeError):  # no ascend_ops, or its native library not loaded
+        return env
+    for kind in GEMM_KINDS:
+        env[f"ASCEND_OPS_CPU_GEMM_{kind.upper()}"] = engines[kind]
+    return env
+
+
 def run_worker(script: str, command: list[str], timeout: float):
-    """Run `script` with `command` in a fresh Python (live_memory_env) and return what it
+    """Run `script` with `command` in a fresh Python (worker_env) and return what it
     report()ed."""
-    result = subprocess.run([sys.executable, script, *command], env=live_memory_env(),
+    result = subprocess.run([sys.executable, script, *command], env=worker_env(),
                             capture_output=True, text=True, timeout=timeout)
     if result.returncode != 0:
         raise SystemExit(f"worker {command} failed:\n{result.stdout}\n{result.stderr}")

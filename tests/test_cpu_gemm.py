@@ -1,17 +1,22 @@
 """The CPU kernels' GEMM layer, engine by engine: tails of every blocking level, transposed
 operands, exact against an fp64 product of the same half values; the engine switch."""
 
+import pathlib
+import subprocess
+import sys
+
 import pytest
 import torch
 
 import ascend_ops
+import peak_memory
 from ascend_ops import _C, testing
 
 ENGINES = list(_C.cpu_gemm_engines())
 
 # (m, n, k): single elements, odd K (a half-filled last pair), tails of the AVX512 GEMM's
 # 12-row and 32-column micro-tiles, of its 192-row / 1024-K / 256-column blocks, of the AVX2
-# GEMM's 6 x 16 micro-tiles, 96-row / 512-K blocks and 4096-column tiles, a product it
+# GEMM's 6 x 16 micro-tiles, 192-row / 512-K blocks and 4096-column tiles, a product it
 # splits by rows across threads (n within one 16-column panel), and K = 0.
 SHAPES = [(1, 1, 1), (13, 33, 7), (12, 32, 2), (197, 65, 513), (29, 70, 2051), (25, 4100, 31),
           (1000, 9, 700), (7, 9, 0)]
@@ -285,3 +290,24 @@ def test_rejects_bad_operands():
         _C.cpu_gemm(torch.ones(2, 3).bfloat16(), torch.ones(3, 2).bfloat16(), "fastest")
     with pytest.raises(ValueError, match="'kind' must be fp32_out or rounded, got 'fp32'"):
         _C.cpu_gemm_engine("fp32")
+
+
+@pytest.mark.skipif("mkl" not in ENGINES, reason="libtorch_cpu exports no MKL bf16 GEMM here")
+def test_first_use_measurement_leaves_no_mkl_buffers_resident():
+    # MKL keeps the buffers of its first bf16 GEMM; the measurement hands them back (on AMD
+    # EPYC AVX2 its products had left 32 MiB resident, now under 4 MiB), in a fresh process
+    # whose resident memory follows its live memory.
+    script = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "from worker_processes import status_kb\n"
+        "from ascend_ops import _C\n"
+        "before = status_kb('VmRSS')\n"
+        "_C.cpu_gemm_timings('fp32_out'); _C.cpu_gemm_timings('rounded')\n"
+        "print((status_kb('VmRSS') - before) / 1024)\n" % str(peak_memory.SCRIPTS))
+    package_root = str(pathlib.Path(ascend_ops.__file__).parents[1])
+    env = {**peak_memory.live_memory_env(), "PYTHONPATH": package_root}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    resident_mib = float(result.stdout.split()[-1])
+    assert resident_mib < 12, f"the first-use measurement left {resident_mib:.1f} MiB resident"

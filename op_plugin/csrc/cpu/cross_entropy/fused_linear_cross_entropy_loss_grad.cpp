@@ -336,6 +336,11 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
   check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes);
   const std::optional<int64_t> requested = requested_scratch(scratch_bytes);
   const int64_t bt = input.size(0);
+  // Chosen before anything is allocated: a process's first call measures the engines
+  // (gemm.h), whose operands would otherwise add to this call's peak.
+  const at::ScalarType dtype = input.scalar_type();
+  const cpu::GemmEngine fp32_engine = cpu::gemm_engine(dtype, cpu::GemmKind::kFp32Out);
+  const cpu::GemmEngine rounded_engine = cpu::gemm_engine(dtype, cpu::GemmKind::kRounded);
   // Every element is written below (poisoned in tests, as scratch is).
   at::Tensor input_grad = cpu::scratch_empty(input.sizes(), input.options());
   at::Tensor weight_grad = cpu::scratch_empty(weight.sizes(), weight.options());
@@ -357,8 +362,6 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
     op.logits_max = logits_max->contiguous();
     op.sum_exp_logits = sum_exp_logits->contiguous();
   }
-  const cpu::GemmEngine fp32_engine = cpu::gemm_engine(input.scalar_type(), cpu::GemmKind::kFp32Out);
-  const cpu::GemmEngine rounded_engine = cpu::gemm_engine(input.scalar_type(), cpu::GemmKind::kRounded);
   if (input.scalar_type() == at::kHalf) {
     flce_portable<at::Half>(op, requested.value_or(kDefaultScratchBytes), input_grad, weight_grad);
   } else if (rounded_engine == cpu::GemmEngine::kOneDnn && !op.recompute()) {

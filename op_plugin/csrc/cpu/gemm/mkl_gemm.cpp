@@ -23,20 +23,22 @@ using GemmBf16Bf16F32 = void (*)(int layout, int trans_a, int trans_b, int64_t m
                                  const uint16_t* b, int64_t ldb, float beta, float* c,
                                  int64_t ldc);
 
-GemmBf16Bf16F32 lookup() {
-  constexpr const char* kSymbol = "cblas_gemm_bf16bf16f32";
-  if (void* global = dlsym(RTLD_DEFAULT, kSymbol)) {
-    return reinterpret_cast<GemmBf16Bf16F32>(global);
+// MKL's mkl_free_buffers, under the name libtorch_cpu exports it.
+using FreeBuffers = void (*)();
+
+void* lookup(const char* symbol) {
+  if (void* global = dlsym(RTLD_DEFAULT, symbol)) {
+    return global;
   }
   // torch loads libtorch_cpu without RTLD_GLOBAL: ask the loaded library itself.
   if (void* torch_cpu = dlopen("libtorch_cpu.so", RTLD_LAZY | RTLD_NOLOAD)) {
-    return reinterpret_cast<GemmBf16Bf16F32>(dlsym(torch_cpu, kSymbol));
+    return dlsym(torch_cpu, symbol);
   }
   return nullptr;
 }
 
 GemmBf16Bf16F32 function() {
-  static const GemmBf16Bf16F32 f = lookup();
+  static const auto f = reinterpret_cast<GemmBf16Bf16F32>(lookup("cblas_gemm_bf16bf16f32"));
   return f;
 }
 
@@ -73,6 +75,13 @@ CblasOperand cblas_operand(const at::Tensor& t, at::Tensor& copy) {
 }  // namespace
 
 bool mkl_bf16_gemm_available() { return function() != nullptr; }
+
+void mkl_release_buffers() {
+  static const auto free_buffers = reinterpret_cast<FreeBuffers>(lookup("mkl_serv_free_buffers"));
+  if (free_buffers != nullptr) {
+    free_buffers();
+  }
+}
 
 void mkl_bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool accumulate) {
   const int64_t m = a.size(0);
