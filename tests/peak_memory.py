@@ -17,7 +17,6 @@ from worker_processes import live_memory_env  # noqa: E402
 SCRIPT = """
 import sys, torch, ascend_ops
 from ascend_ops import testing
-sys.path.insert(0, {scripts!r})
 from worker_processes import reset_peak_rss, status_kb
 {setup}
 {call}  # warm-up: thread pools, GEMM buffers
@@ -33,12 +32,18 @@ def peak_extra_mib(setup: str, call: str, drop_env: tuple[str, ...] = ()) -> flo
     resident memory above what was resident before it, in MiB. The child runs under
     live_memory_env (resident memory follows live memory). `drop_env`: environment
     variables the child must not see."""
+    return fresh_python_number(SCRIPT.format(setup=setup, call=call), drop_env)
+
+
+def fresh_python_number(script: str, drop_env: tuple[str, ...] = ()) -> float:
+    """Runs `script` in a fresh Python under live_memory_env, with this ascend_ops and
+    scripts/ importable, and returns the last number it printed."""
     package_root = str(pathlib.Path(ascend_ops.__file__).parents[1])
     env = {**live_memory_env(),
            "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     for name in drop_env:
         env.pop(name, None)
-    script = SCRIPT.format(scripts=str(SCRIPTS), setup=setup, call=call)
+    script = f"import sys; sys.path.insert(0, {str(SCRIPTS)!r})\n" + script
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=300, env=env)
     assert result.returncode == 0, result.stderr

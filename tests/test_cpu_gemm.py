@@ -1,10 +1,6 @@
 """The CPU kernels' GEMM layer, engine by engine: tails of every blocking level, transposed
 operands, exact against an fp64 product of the same half values; the engine switch."""
 
-import pathlib
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -297,17 +293,10 @@ def test_first_use_measurement_leaves_no_mkl_buffers_resident():
     # MKL keeps the buffers of its first bf16 GEMM; the measurement hands them back (on AMD
     # EPYC AVX2 its products had left 32 MiB resident, now under 4 MiB), in a fresh process
     # whose resident memory follows its live memory.
-    script = (
-        "import sys; sys.path.insert(0, %r)\n"
+    resident_mib = peak_memory.fresh_python_number(
         "from worker_processes import status_kb\n"
         "from ascend_ops import _C\n"
         "before = status_kb('VmRSS')\n"
         "_C.cpu_gemm_timings('fp32_out'); _C.cpu_gemm_timings('rounded')\n"
-        "print((status_kb('VmRSS') - before) / 1024)\n" % str(peak_memory.SCRIPTS))
-    package_root = str(pathlib.Path(ascend_ops.__file__).parents[1])
-    env = {**peak_memory.live_memory_env(), "PYTHONPATH": package_root}
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            timeout=300, env=env)
-    assert result.returncode == 0, result.stderr
-    resident_mib = float(result.stdout.split()[-1])
+        "print((status_kb('VmRSS') - before) / 1024)\n")
     assert resident_mib < 12, f"the first-use measurement left {resident_mib:.1f} MiB resident"

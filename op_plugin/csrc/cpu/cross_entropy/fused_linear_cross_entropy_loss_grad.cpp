@@ -362,7 +362,7 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_cpu(
     op.logits_max = logits_max->contiguous();
     op.sum_exp_logits = sum_exp_logits->contiguous();
   }
-  if (input.scalar_type() == at::kHalf) {
+  if (dtype == at::kHalf) {
     flce_portable<at::Half>(op, requested.value_or(kDefaultScratchBytes), input_grad, weight_grad);
   } else if (rounded_engine == cpu::GemmEngine::kOneDnn && !op.recompute()) {
     // Both products are rounded ones with K complete: no fp32-out product at all.
