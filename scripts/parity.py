@@ -9,7 +9,7 @@ Two tables, both against SPEC §4's tolerances:
            in both modes and both half dtypes; --edges-csv appends them. An error is a
            failure unless it is one of the documented refusals of DOCUMENTED_REFUSALS
            (only CANN's built-in has any, through torch_npu or our adapter, as
-           ascend_ops.npu_limits derives them); then the row is "refused", with the limit
+           ascend_ops.npu.limits derives them); then the row is "refused", with the limit
            and the error. For high-performance mode the "softmax" column says whether the
            call overwrote the caller's softmax (SPEC allows it).
 
@@ -36,7 +36,8 @@ from typing import Callable
 import torch
 
 import ascend_ops
-from ascend_ops import npu_limits, testing
+from ascend_ops import testing
+from ascend_ops.npu import limits as npu_limits
 from ascend_ops.parity import ParityRow, format_table, parity_rows
 from ascend_ops.testing import HIGH_PERFORMANCE, MEMORY_SAVING, BnCase, FlceCase
 
@@ -79,7 +80,7 @@ def _builtin_refusal(case: FlceCase) -> str | None:
 
 
 #: Every refusal the edge grid accepts, per operator. CANN's built-in
-#: aclnnFusedLinearCrossEntropyLossGrad refuses what ascend_ops.npu_limits derives from its
+#: aclnnFusedLinearCrossEntropyLossGrad refuses what ascend_ops.npu.limits derives from its
 #: tiling (H in both modes; V and BT in high-performance mode: op_plugin/csrc/npu/
 #: builtin_limits.cpp); our adapter ("npu") checks exactly these before the call (SPEC §1).
 #: CANN's API reference (and torch_npu's docs: "weight 第0维长度不支持小于128") state V >= 128
@@ -89,7 +90,7 @@ def _builtin_refusal(case: FlceCase) -> str | None:
 DOCUMENTED_REFUSALS: dict[str, list[Refusal]] = {
     "fused_linear_cross_entropy_loss_grad": [
         Refusal(("torch_npu", "npu"), lambda case: _builtin_refusal(case) is not None,
-                "CANN's built-in refuses this shape (ascend_ops.npu_limits)"),
+                "CANN's built-in refuses this shape (ascend_ops.npu.limits)"),
         Refusal(("torch_npu",), lambda case: case.v < 128,
                 "CANN's API reference states V >= 128 for both modes"),
     ],

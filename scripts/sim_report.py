@@ -40,7 +40,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ascend_ops import _sim, testing
+from ascend_ops import testing
+from ascend_ops.sim import simulator as _sim
 from ascend_ops.testing import BnCase, FlceCase
 
 # The modelling facts come from the one platform description (ascendc_kernels/common/

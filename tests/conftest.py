@@ -110,7 +110,7 @@ def cann_tiling_required() -> bool:
 
 def skip_without_cann_tiling() -> None:
     """Skips (naming why) when the FLCE TilingFunc library was not built; fails under CI."""
-    from ascend_ops import _cann_tiling
+    from ascend_ops.sim import cann_tiling as _cann_tiling
 
     if _cann_tiling.unavailable is not None:
         if cann_tiling_required():
@@ -126,7 +126,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if call.excinfo is None or cann_tiling_required():
         return
-    from ascend_ops import _cann_tiling
+    from ascend_ops.sim import cann_tiling as _cann_tiling
 
     if call.excinfo.errisinstance(_cann_tiling.CannTilingUnavailable):
         report.outcome = "skipped"

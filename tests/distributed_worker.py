@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 import ascend_ops
 import bn_accuracy
-from ascend_ops import _grad_cache
+from ascend_ops.training import grad_cache as _grad_cache
 
 H = 24
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 import ascend_ops
-from ascend_ops import _sim, testing
+from ascend_ops import testing
+from ascend_ops.sim import simulator as _sim
 from ascend_ops.testing import BnCase, FlceCase
 
 from conftest import assert_matches, clone_inputs

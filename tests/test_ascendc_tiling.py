@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from ascend_ops import _sim
+from ascend_ops.sim import simulator as _sim
 
 pytestmark = pytest.mark.skipif(_sim.load_error is not None, reason=str(_sim.load_error))
 

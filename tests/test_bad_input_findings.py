@@ -12,7 +12,8 @@ import torch
 import torch.nn.functional as F
 
 import ascend_ops
-from ascend_ops import _sim, reference
+from ascend_ops import reference
+from ascend_ops.sim import simulator as _sim
 
 from conftest import assert_matches
 

@@ -16,7 +16,9 @@ import re
 import pytest
 import torch
 
-from ascend_ops import _cann_tiling, _sim, testing
+from ascend_ops import testing
+from ascend_ops.sim import cann_tiling as _cann_tiling
+from ascend_ops.sim import simulator as _sim
 from conftest import skip_without_cann_tiling
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -35,9 +35,9 @@ def test_spec_sections_cited_in_the_code_exist():
 
 def test_docs_state_canns_limits_as_builtin_limits_derives_them():
     """The high-performance V limit has one home (op_plugin/csrc/npu/builtin_limits.cpp,
-    read through ascend_ops.npu_limits): the docs state its value, never the 65280 the
+    read through ascend_ops.npu.limits): the docs state its value, never the 65280 the
     tiling's weaker check names."""
-    from ascend_ops.npu_limits import builtin_limits
+    from ascend_ops.npu.limits import builtin_limits
 
     limits = builtin_limits()
     v, bt = limits["flce_grad_high_perf_max_vocab"], limits["flce_grad_high_perf_max_rows"]

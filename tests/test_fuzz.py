@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from ascend_ops import _sim
+from ascend_ops.sim import simulator as _sim
 
 EXAMPLES = int(os.environ.get("ASCEND_OPS_FUZZ_EXAMPLES", "600"))
 CASE_TIMEOUT_S = 60.0  # a hang is a failure too

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 import ascend_ops
-from ascend_ops import _C, _grad_cache, testing
-from ascend_ops.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
+from ascend_ops import _C, testing
+from ascend_ops.training import grad_cache as _grad_cache
+from ascend_ops.training.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
 from test_linear_cross_entropy import problem as lce_problem, truth
 
 NAN, INF = float("nan"), float("inf")

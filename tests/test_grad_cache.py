@@ -1,4 +1,4 @@
-"""linear_cross_entropy's logits-gradient cache (python/ascend_ops/_grad_cache.py,
+"""linear_cross_entropy's logits-gradient cache (python/ascend_ops/training/grad_cache.py,
 op_plugin/csrc/cpu/cross_entropy/lce_grad_cache.cpp): when it is taken, that it gives SPEC §1's gradients
 (bit for bit against fused_linear_cross_entropy_loss_grad on the own GEMM), and against
 float64 autograd of plain torch on every engine that runs it. Multi-rank runs are in
@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import ascend_ops
-from ascend_ops import _C, _grad_cache, testing
-from ascend_ops.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
+from ascend_ops import _C, testing
+from ascend_ops.training import grad_cache as _grad_cache
+from ascend_ops.training.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
 from test_linear_cross_entropy import problem as lce_problem, truth
 
 CACHE_ENGINES = list(_C.cpu_gemm_engines())

@@ -234,7 +234,7 @@ def test_under_autocast_the_head_runs_in_autocasts_dtype():
 def spy_on_the_loss(monkeypatch) -> list:
     """Records (input dtype, weight dtype) of every head computed by the patch, half
     (linear_cross_entropy) or float32 (linear_cross_entropy_float32)."""
-    from ascend_ops.integrations import _hf_loss
+    from ascend_ops.training.integrations import _hf_loss
 
     seen = []
     for name in ("linear_cross_entropy", "linear_cross_entropy_float32"):
@@ -271,7 +271,7 @@ def test_a_float32_head_off_cpu_is_refused_not_rounded():
     """The NPU kernels (like CANN's, whose adapter refuses float32: op_plugin/csrc/
     validation.cpp, exercised by tests/npu_link) take half types: a float32 head there is
     an error naming the way out, and compute_dtype or autocast chooses the half type."""
-    from ascend_ops.integrations._hf_loss import head_dtype
+    from ascend_ops.training.integrations._hf_loss import head_dtype
 
     npu = "privateuseone"  # torch_npu's device type before it renames it "npu"
     with pytest.raises(TypeError, match=r"a float32 head on privateuseone: the fused kernels "
@@ -288,7 +288,7 @@ def test_a_float32_head_off_cpu_is_refused_not_rounded():
 def test_the_float32_loss_is_float32_cross_entropy():
     """linear_cross_entropy_float32 against F.cross_entropy of float32 logits, with
     ignored rows, every reduction, both gradients; odd sizes and several row chunks."""
-    from ascend_ops import _lce_float32
+    from ascend_ops.training import float32 as _lce_float32
 
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(37, 24, generator=gen, requires_grad=True)

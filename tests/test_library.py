@@ -105,7 +105,7 @@ def test_available_impls_reports_each_known_impl():
 
 
 def test_unbuilt_simulator_gives_a_reason(tmp_path):
-    from ascend_ops import _sim
+    from ascend_ops.sim import simulator as _sim
 
     library, reason = _sim._load(tmp_path)
     assert library is None
@@ -217,10 +217,10 @@ def test_parity_script_writes_csv(tmp_path):
 
 
 def test_the_simulator_library_loads_when_it_is_built():
-    # A library whose structs differ from _sim.py's ctypes copies refuses to load (with
+    # A library whose structs differ from sim/simulator.py's ctypes copies refuses to load (with
     # the differences named), which would otherwise only show as skipped sim tests.
     import importlib.machinery
-    from ascend_ops import _sim
+    from ascend_ops.sim import simulator as _sim
     here = pathlib.Path(_sim.__file__).parent
     if any((here / f"_ascendc_sim{suffix}").exists() for suffix in importlib.machinery.EXTENSION_SUFFIXES):
         assert _sim.load_error is None, _sim.load_error

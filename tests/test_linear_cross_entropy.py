@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 import ascend_ops
 from ascend_ops import testing
-from ascend_ops.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
+from ascend_ops.training.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
 
 
 def problem(lead=(4, 9), h=19, v=53, dtype=torch.bfloat16, seed=0, ignore_index=-100):
@@ -150,7 +150,7 @@ def test_float32_input_is_refused_by_the_operator():
 
 def test_two_all_reduces_per_forward(monkeypatch):
     # One max, then one sum of the stacked rescaled statistics (world size 1 stand-in).
-    from ascend_ops import vocab_parallel as module
+    from ascend_ops.training import vocab_parallel as module
 
     calls = []
     monkeypatch.setattr(module.dist, "all_reduce",
@@ -164,7 +164,7 @@ def test_owner_check_reads_no_accelerator_tensor_on_the_host(monkeypatch):
     """On a device other than CPU the check must not read `bad` on the host (it would stall
     the stream): with no device-side assert registered it is skipped, unless the debug
     switch asks for it. A meta tensor stands in for such a device (it has no values)."""
-    from ascend_ops.vocab_parallel import check_one_owner
+    from ascend_ops.training.vocab_parallel import check_one_owner
 
     bad = torch.ones(4, dtype=torch.bool, device="meta")
     rows = owners = torch.zeros(4, device="meta")
@@ -185,7 +185,7 @@ def test_every_collective_gets_tensors_on_the_inputs_device(mode, monkeypatch):
     must get tensors on the device of the inputs. Meta tensors stand in for an NPU: the
     operators run their fake kernels, and the collectives are recorded instead of run."""
     from ascend_ops import ops
-    from ascend_ops import vocab_parallel
+    from ascend_ops.training import vocab_parallel
 
     seen = []
 

@@ -21,7 +21,9 @@ import torch
 import torch.nn.functional as F
 
 import ascend_ops
-from ascend_ops import _npu_adapter, npu_limits, testing
+from ascend_ops import testing
+from ascend_ops.npu import adapter as _npu_adapter
+from ascend_ops.npu import limits as npu_limits
 
 from conftest import assert_matches, clone_inputs
 from rank_processes import run_ranks
@@ -93,7 +95,7 @@ def test_counts_travel_in_float32_at_least_on_npu():
     """torch's SyncBatchNorm casts the counts to running_mean's dtype: float16 running
     statistics would make a count above 65504 rows inf. torch_npu casts them to float32
     itself (BatchNormGatherStatsWithCountsKernelNpu.cpp), so on NPU they never go narrower."""
-    from ascend_ops.nn.sync_batch_norm import _counts_dtype
+    from ascend_ops.training.nn.sync_batch_norm import _counts_dtype
 
     for dtype in (torch.float16, torch.bfloat16):
         assert _counts_dtype("npu", dtype) == torch.float32

@@ -12,7 +12,8 @@ import sys
 import pytest
 import torch
 
-from ascend_ops import _C, npu_limits
+from ascend_ops import _C
+from ascend_ops.npu import limits as npu_limits
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ENGINES = list(_C.cpu_gemm_engines())
@@ -91,7 +92,7 @@ def test_only_documented_refusals_are_accepted(parity_script, monkeypatch):
 
 
 def test_a_simulator_violation_fails_the_row(parity_script, monkeypatch):
-    from ascend_ops._sim import SimulatorError
+    from ascend_ops.sim.simulator import SimulatorError
 
     def violate(op, impl, inputs):
         raise SimulatorError("UB overflow: 196 KiB requested, 192 KiB available")

@@ -164,7 +164,7 @@ def test_runs_aten_sync_ops_without_a_float64_copy_of_the_input():
 
 def test_gathers_unrounded_statistics_on_cpu(monkeypatch):
     # |mean| >> std: a float32 mean (steps of 1e-3 at 1e4) would put the variance 6e-5 off.
-    from ascend_ops.nn import sync_batch_norm
+    from ascend_ops.training.nn import sync_batch_norm
 
     x = torch.randn(6, 3, 5, 5, generator=torch.Generator().manual_seed(3)) + 1e4
     mean, invstd = sync_batch_norm._batch_norm_stats(x, 1e-5)
@@ -212,7 +212,7 @@ def test_float64_on_npu_is_refused_before_any_step(monkeypatch):
     """CANN's batch-norm kernels have no float64: on NPU tensors the module says so up front
     instead of letting aten's first step reach aclnn and fail there (161002). Meta tensors
     stand in for NPU ones; a float64 CPU input still trains (ours take float64)."""
-    from ascend_ops import _npu_adapter
+    from ascend_ops.npu import adapter as _npu_adapter
 
     monkeypatch.setattr(_npu_adapter, "NPU_DEVICE_TYPES", ("npu", "privateuseone", "meta"))
     bn = SyncBatchNorm(3, device="meta", dtype=torch.float64)

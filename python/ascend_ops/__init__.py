@@ -17,13 +17,18 @@ from .ops import (
     fused_linear_cross_entropy_loss_grad,
     fused_linear_online_max_sum,
 )
-from .npu_compat import (
+from .npu.compat import (
     npu_fused_cross_entropy_loss_with_max_sum,
     npu_fused_linear_cross_entropy_loss_with_max_sum_backward,
     npu_fused_linear_online_max_sum,
 )
-from .vocab_parallel import linear_cross_entropy
-from . import distributed, nn  # noqa: E402  (need the ops above)
+from .training.vocab_parallel import linear_cross_entropy
+from .training import distributed, nn  # noqa: E402  (need the ops above)
+
+# The training room's public modules keep their public paths (`from ascend_ops.nn import
+# SyncBatchNorm`): the same module objects under both names, never a second copy.
+sys.modules[f"{__name__}.nn"] = nn
+sys.modules[f"{__name__}.distributed"] = distributed
 
 __all__ = [
     "IMPLS",
@@ -53,6 +58,6 @@ if _extension.load_error is None:
     if "torch_npu" in sys.modules:
         # Registers the NPU kernels now, so direct torch.ops.ascend_ops calls on NPU
         # tensors find them too (otherwise the first impl choice loads them).
-        from . import _npu_adapter
+        from .npu import adapter
 
-        _npu_adapter.unavailable_reason()
+        adapter.unavailable_reason()

@@ -1,7 +1,7 @@
 """`python -m ascend_ops`: the CPU and the GEMM engines its kernels chose (one per kind of
 product, with every engine's measured speed), which implementations run here, and a
 parity table of each against the float64 reference; with an NPU, the first-run
-acceptance check (npu_acceptance.py). Exits non-zero if any row fails SPEC §4's
+acceptance check (npu/acceptance.py). Exits non-zero if any row fails SPEC §4's
 tolerances, an acceptance row says "don't train yet", or no implementation can run."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from . import __version__
 from ._impls import available_impls
 from .cpu_info import cpu_info, gemm_engine_report
-from .npu_acceptance import report as npu_acceptance_report
+from .npu.acceptance import report as npu_acceptance_report
 from .parity import format_table, parity_rows
 
 

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _cann_tiling, _extension, _npu_adapter, _sim
+from . import _extension
+from .npu import adapter as _npu_adapter
+from .sim import cann_tiling as _cann_tiling
+from .sim import simulator as _sim
 
 __all__ = ["ImplStatus", "available_impls", "IMPLS"]
 

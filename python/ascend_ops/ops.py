@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from . import _npu_adapter, _sim, reference
+from . import reference
+from .npu import adapter as _npu_adapter
+from .sim import simulator as _sim
 from ._arguments import (require_bool, require_int, require_number, require_optional_tensor,
                          require_tensor)
 from ._extension import checks

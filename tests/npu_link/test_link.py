@@ -187,7 +187,7 @@ def test_schemas_match_torch_npus_registered_ones(probe):
             assert (our_returns, their_returns) == (["Optional[Tensor]"] * 4, ["Tensor"] * 4)
 
 
-# The aten ops nn.SyncBatchNorm calls (python/ascend_ops/nn/sync_batch_norm.py), which
+# The aten ops nn.SyncBatchNorm calls (python/ascend_ops/training/nn/sync_batch_norm.py), which
 # torch_npu implements for NPU tensors; docs/npu.md lists them.
 SYNC_BATCH_NORM_ATEN_OPS = ("batch_norm_stats", "batch_norm_gather_stats_with_counts",
                             "batch_norm_elemt", "batch_norm_backward_reduce",
@@ -217,7 +217,7 @@ def test_builtin_limits_are_refused_naming_the_argument(probe):
     """The adapter refuses what builtin_limits.cpp derives from CANN's tiling, at the
     boundary: the limit passes, one past it is refused naming the argument, the limit and
     memory-saving mode (the same numbers ascend_ops._C reports without torch_npu)."""
-    from ascend_ops.npu_limits import builtin_limits
+    from ascend_ops.npu.limits import builtin_limits
 
     limits = builtin_limits()
     v, bt = limits["flce_grad_high_perf_max_vocab"], limits["flce_grad_high_perf_max_rows"]
@@ -273,7 +273,7 @@ CUSTOM_OPS = {op["func"].split("(")[0]: op["aclnn_custom"]
 
 def custom_probe_code(ops: dict) -> str:
     return ("import os, ascend_ops._npu as npu\n"
-            "from ascend_ops import _npu_adapter as a\n"
+            "from ascend_ops.npu import adapter as a\n"
             "path = os.environ.get('ASCEND_CUSTOM_OPP_PATH')\n"
             f"for op, entry in {ops!r}.items():\n"
             "    result[op] = [npu.aclnn_available(entry), a.custom_unavailable_reason(op, npu, path),\n"
@@ -332,7 +332,7 @@ def test_custom_package_is_found_where_torch_npu_finds_a_default_install(probe, 
     torch_npu's own lookup finds its ops, and so must our availability check."""
     opp = default_install(tmp_path, "customize,ascend_ops")
     code = ("import ascend_ops._npu as npu\n"
-            "from ascend_ops import _npu_adapter as a\n"
+            "from ascend_ops.npu import adapter as a\n"
             f"for op, entry in {CUSTOM_OPS!r}.items():\n"
             "    result[op] = [npu.aclnn_available(entry),\n"
             "                  a.custom_unavailable_reason(op, npu, *a.package_search_environment())]\n")
@@ -354,7 +354,7 @@ def test_a_package_path_set_after_loading_is_ignored_as_torch_npu_ignores_it(pro
                for suffix in ("GetWorkspaceSize", "")]
     vendor = stub_custom_package(tmp_path, symbols)
     code = ("import ascend_ops._npu as npu\n"
-            "from ascend_ops import _npu_adapter as a\n"
+            "from ascend_ops.npu import adapter as a\n"
             "a.package_search_environment()  # as when ascend_ops loads torch_npu\n"
             f"os.environ['ASCEND_CUSTOM_OPP_PATH'] = {str(vendor)!r}\n"
             f"for op, entry in {CUSTOM_OPS!r}.items():\n"

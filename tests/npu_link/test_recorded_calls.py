@@ -57,7 +57,7 @@ def _high_perf_rows(v: int) -> int:
 
 
 def _limits() -> dict:
-    from ascend_ops.npu_limits import builtin_limits
+    from ascend_ops.npu.limits import builtin_limits
 
     return builtin_limits()
 

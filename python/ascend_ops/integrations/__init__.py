@@ -1,5 +1,7 @@
-"""Integrations: ascend_ops inside other training frameworks, each in its own module,
-imported explicitly (importing ascend_ops never imports the framework):
+"""Other frameworks' models on ascend_ops, each imported explicitly:
 
     import ascend_ops.integrations.transformers   # Hugging Face Transformers causal LMs
+
+The code lives in the training room (ascend_ops.training.integrations); this package keeps
+the public import path.
 """

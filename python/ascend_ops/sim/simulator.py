@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import _cann_tiling
+from . import cann_tiling as _cann_tiling
 
 __all__ = ["SimulatorError", "Counters", "load_error", "last_counters", "platform_910b",
            "batch_norm_reduce_backward", "fused_linear_cross_entropy_loss_grad"]
@@ -144,14 +144,14 @@ def _load(here: pathlib.Path) -> tuple[ctypes.CDLL | None, str | None]:
                 return None, "ascend_ops._ascendc_sim is out of date (it exports no layout table): rebuild it"
             problems = layout_mismatches(lib)
             if problems:
-                return None, ("ascend_ops._ascendc_sim does not match the ctypes structs of ascend_ops/_sim.py "
-                              "(rebuild the library, or carry the C change over to _sim.py): " + "; ".join(problems))
+                return None, ("ascend_ops._ascendc_sim does not match the ctypes structs of ascend_ops/sim/simulator.py "
+                              "(rebuild the library, or carry the C change over to sim/simulator.py): " + "; ".join(problems))
             return lib, None
     return None, ("ascend_ops._ascendc_sim is not built: the package build compiles it from "
                   "ascendc_kernels/ with the C++ compiler (rebuild with g++ available)")
 
 
-_lib, load_error = _load(pathlib.Path(__file__).resolve().parent)
+_lib, load_error = _load(pathlib.Path(__file__).resolve().parent.parent)
 
 if _lib is not None:
     _lib.asim_last_error.restype = ctypes.c_char_p
@@ -227,7 +227,7 @@ def batch_norm_reduce_backward(grad_out, input, mean, invstd, weight, input_g, w
                                *, vector_cores: int = 0):
     """SPEC §2 on the simulator; the caller has validated the arguments."""
     del weight  # does not enter the math
-    from .reference import batch_norm_reduce_output_dtype
+    from ..reference import batch_norm_reduce_output_dtype
     lib = library()
     n, c = input.shape[0], input.shape[1]
     s = math.prod(input.shape[2:])

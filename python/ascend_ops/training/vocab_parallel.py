@@ -8,7 +8,7 @@ rank's vocabulary shard `weight` [V, H]. No rank ever holds the full logits, and
 memory-saving mode not even its own [BT, V] block: the forward keeps only row statistics
 and the backward recomputes the logits chunk by chunk (fused_linear_cross_entropy_loss_grad)
 -- except on CPU, where the bf16 logits gradient is formed in the forward and kept when it
-fits a fixed budget, saving the backward's logits GEMM (_grad_cache.py).
+fits a fixed budget, saving the backward's logits GEMM (grad_cache.py).
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ import os
 import torch
 import torch.distributed as dist
 
-from . import _grad_cache, ops
-from ._lce_checks import check_linear_cross_entropy
-from .masks import unpack_target_mask
+from .. import ops
+from ..masks import unpack_target_mask
+from . import grad_cache as _grad_cache
+from .checks import check_linear_cross_entropy
 
 __all__ = ["linear_cross_entropy", "MEMORY_SAVING", "HIGH_PERFORMANCE"]
 
@@ -180,7 +181,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def _forward_caching_grad(ctx, x, weight, rows, ignored, shard_target, ignore_index, group,
                               start, chunk_rows):
-        """Memory-saving mode with the logits gradient formed here (_grad_cache.py)."""
+        """Memory-saving mode with the logits gradient formed here (grad_cache.py)."""
         ids = shard_target.long()  # an int32 tensor against a start past 2**31 would wrap
         in_shard = (ids >= start) & (ids < start + weight.size(0))
         columns = torch.where(in_shard, ids - start, -1)

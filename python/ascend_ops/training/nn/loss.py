@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .._lce_checks import check_options
+from ..checks import check_options
 from ..vocab_parallel import _MODES, _REDUCTIONS, MEMORY_SAVING, linear_cross_entropy
 
 __all__ = ["LinearCrossEntropyLoss"]

@@ -41,7 +41,7 @@ class _Result(ctypes.Structure):
 
 
 def _load() -> tuple[ctypes.CDLL | None, str | None]:
-    here = pathlib.Path(__file__).resolve().parent
+    here = pathlib.Path(__file__).resolve().parent.parent  # the package folder
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         path = here / f"_cann_flce_tiling{suffix}"
         if path.exists():

@@ -12,7 +12,7 @@ The docs' tests, scripts/parity.py and tests/test_npu.py read them here.
 
 from __future__ import annotations
 
-from ._extension import native
+from .._extension import native
 
 __all__ = ["builtin_limits", "builtin_flce_grad_refusal"]
 

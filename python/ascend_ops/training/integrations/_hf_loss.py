@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from .._lce_float32 import linear_cross_entropy_float32
+from ..float32 import linear_cross_entropy_float32
 from ..distributed import all_reduce_grad
 from ..vocab_parallel import linear_cross_entropy
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from . import ops
+from .. import ops
 
 __all__ = [
     "npu_fused_linear_online_max_sum",

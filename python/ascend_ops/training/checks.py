@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ._arguments import require_int, require_tensor
+from .._arguments import require_int, require_tensor
 
 __all__ = ["check_linear_cross_entropy", "check_options", "LCE_DTYPES", "TARGET_DTYPES"]
 

@@ -28,9 +28,10 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from .. import _aten, _npu_adapter
-from .._arguments import require_tensor
-from .._extension import native
+from ... import _aten
+from ..._arguments import require_tensor
+from ..._extension import native
+from ...npu import adapter as _npu_adapter
 
 __all__ = ["SyncBatchNorm"]
 

@@ -79,7 +79,7 @@ def _load() -> tuple[ModuleType | None, ModuleType | None, str | None]:
     except Exception as error:  # ImportError, OSError, RuntimeError: CANN missing or broken
         return None, None, f"torch_npu not importable: {type(error).__name__}: {error}"
     try:
-        from . import _npu
+        from .. import _npu
     except ModuleNotFoundError:
         return torch_npu, None, ("the NPU adapter ascend_ops._npu was not built (torch_npu "
                                  "was not installed when ascend_ops was built); rebuild "
