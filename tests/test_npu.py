@@ -93,8 +93,9 @@ def test_the_ub_the_limits_are_derived_with_is_what_platform_ascendc_reports():
 
 def test_counts_travel_in_float32_at_least_on_npu():
     """torch's SyncBatchNorm casts the counts to running_mean's dtype: float16 running
-    statistics would make a count above 65504 rows inf. torch_npu casts them to float32
-    itself (BatchNormGatherStatsWithCountsKernelNpu.cpp), so on NPU they never go narrower."""
+    statistics would make a count above 65504 rows inf, and torch_npu 2.13's op_api kernel
+    passes them on as they come (only its acl_op kernel cast them to float32), so on NPU
+    they never go narrower."""
     from ascend_ops.training.nn.sync_batch_norm import _counts_dtype
 
     for dtype in (torch.float16, torch.bfloat16):
@@ -377,6 +378,30 @@ def test_training_step_on_one_npu(mode):
     torch.testing.assert_close(loss.double().cpu(), truth[0], rtol=1e-2, atol=1e-3)
     assert_bf16_grad_close(x.grad.cpu(), truth[1], f"{mode} input grad")
     assert_bf16_grad_close(w.grad.cpu(), truth[2], f"{mode} weight grad")
+
+
+@pytest.mark.npu
+@on_npu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_sync_batch_norm_on_one_npu_in_every_dtype(dtype):
+    """The layer and its input in `dtype` (model.half(), model.bfloat16()): each step's
+    tensors reach CANN's ops in dtypes they admit (docs/npu.md, SyncBatchNorm on NPU), and
+    forward and backward agree with the CPU kernels as the first-run check compares."""
+    from ascend_ops.npu import acceptance as npu_acceptance
+
+    gen = torch.Generator().manual_seed(3)
+    x_host = torch.randn(6, 5, 4, 3, generator=gen).to(dtype)
+    g_host = torch.randn(x_host.shape, generator=gen).to(dtype)
+    runs = {}
+    for device in ("npu", "cpu"):
+        bn = ascend_ops.nn.SyncBatchNorm(5).to(device=device, dtype=dtype)
+        x = x_host.to(device).requires_grad_()
+        y = bn(x)
+        y.backward(g_host.to(device))
+        runs[device] = tuple(t.detach().cpu() for t in (y, x.grad, bn.weight.grad, bn.bias.grad,
+                                                        bn.running_mean, bn.running_var))
+    problem = npu_acceptance._disagreement(runs["npu"], runs["cpu"])
+    assert problem is None, problem
 
 
 @pytest.mark.npu

@@ -12,8 +12,11 @@ registered there serve them (on CPU ours, ascend_ops._aten; on the NPU torch_npu
 On CPU the statistics travel in float64: each rank's mean and invstd before
 batch_norm_stats rounds them, the counts, the global mean and invstd, the Σ dy sums (our
 kernels take float64 statistics with any input dtype). Elsewhere the dtypes are torch's,
-except that on NPU tensors the counts are never narrower than float32 and the backward
-reduction gets the input centred (_backward_reduce: CANN's built-in would cancel).
+except on NPU tensors, where each step's tensors are handed over in dtypes its CANN op
+admits (docs/npu.md, "SyncBatchNorm on NPU"): a bfloat16 input's statistics from a float32
+copy (_batch_norm_stats), counts never narrower than float32, and the backward reduction
+given the input centred and grad_output both in float32 (_backward_reduce: CANN's built-in
+would cancel, and it takes gradOut and input in one dtype only).
 
 The weight and bias gradients stay per-rank (data parallelism sums or averages them, as
 with torch.nn.SyncBatchNorm). A rank with no rows takes part in both collectives with
@@ -110,9 +113,19 @@ def _batch_norm_stats(input: torch.Tensor, eps: float) -> tuple[torch.Tensor, to
     """aten's batch_norm_stats; on CPU, where our kernel serves it, its statistics before
     they are rounded to float32. Each rank's float32 mean at |mean| >> std (1e4 + N(0, 1):
     steps of 1e-3) put the gathered invstd 3e-5 off, 180x BatchNorm2d's error, and each
-    float32 invstd costs the gathered variance 1e-7 of its value."""
+    float32 invstd costs the gathered variance 1e-7 of its value.
+
+    On NPU tensors a bfloat16 input goes over in float32: torch_npu runs batch_norm_stats
+    as aclnnBatchNormStats, whose phase 1 takes float32 and float16 only on Atlas A2/A3
+    (bfloat16 only on RegBase SoCs, DAV_3510; hicann/ops-math v9.0.0
+    math/reduce_std_with_mean/op_host/op_api/aclnn_batch_norm_stats.cpp:66-79, :84; its doc
+    page says so too) and refuses bfloat16 with 161002. CANN casts every input to float32
+    before reducing (:207), so the statistics are the same; the cost is a float32 copy of
+    the input (4 bytes per element) for the call."""
     if input.device.type == "cpu" and _aten.serves("batch_norm_stats"):
         return native().batch_norm_stats_float64(input, eps)
+    if input.device.type in _npu_adapter.NPU_DEVICE_TYPES and input.dtype == torch.bfloat16:
+        input = input.float()
     return torch.batch_norm_stats(input, eps)
 
 
@@ -140,26 +153,38 @@ def _check_npu_dtype(input: torch.Tensor) -> None:
 def _counts_dtype(device_type: str, running_dtype: torch.dtype) -> torch.dtype:
     """The dtype the per-rank counts go to batch_norm_gather_stats_with_counts in, off CPU:
     running_mean's (torch's choice; CUDA's kernel reads them so), but on NPU tensors never
-    narrower than float32: torch_npu casts them to float32 itself
-    (BatchNormGatherStatsWithCountsKernelNpu.cpp), and a float16 count is inf above 65504
-    rows (NaN statistics)."""
+    narrower than float32: a float16 count is inf above 65504 rows (NaN statistics), and
+    torch_npu 2.13's op_api kernel hands the counts to aclnnBatchNormGatherStatsWithCounts
+    as they come (only its older acl_op kernel cast them to float32), whose phase 1 takes
+    float32 / float16 / bfloat16 counts (aclnn_batch_norm_gather_stats_with_counts.cpp:
+    96-107)."""
     if device_type in _npu_adapter.NPU_DEVICE_TYPES and torch.finfo(running_dtype).bits < 32:
         return torch.float32
     return running_dtype
 
 
 def _backward_reduce(grad_output, input, mean, invstd, weight, input_g, weight_g, bias_g):
-    """aten's batch_norm_backward_reduce. On NPU tensors, on the input centred first:
-    CANN's built-in forms Σ dy·(x − mean) as Σ dy·x − mean·Σ dy in float32
-    (aclnn_batch_norm_backward_reduce.cpp:375, :427), which cancels when |mean| >> std
-    (1.2e-3 off at |mean| = 1000, 7x SPEC §4's bound; tests/test_cann_golden.py). Given
-    x − mean (in float32) and a zero mean it sums dy·(x − mean) directly. The cost: one
-    element-wise pass over the input and a float32 copy of it (4 bytes per element) held
-    for the call; the sums come back in float32."""
+    """aten's batch_norm_backward_reduce. On NPU tensors, on the input centred first and
+    with grad_output in the same dtype, float32:
+
+    - CANN's built-in forms Σ dy·(x − mean) as Σ dy·x − mean·Σ dy in float32
+      (aclnn_batch_norm_backward_reduce.cpp:375, :427), which cancels when |mean| >> std
+      (1.2e-3 off at |mean| = 1000, 7x SPEC §4's bound; tests/test_cann_golden.py). Given
+      x − mean (in float32) and a zero mean it sums dy·(x − mean) directly.
+    - its phase 1 requires gradOut and input in one dtype (CheckDtypeValid,
+      aclnn_batch_norm_backward_reduce.cpp:142-144, OP_CHECK_DTYPE_NOT_MATCH; 161002
+      otherwise), so a float16 / bfloat16 grad_output goes over in float32 beside the
+      float32 centred input. CANN casts both to float32 before summing (:298-301), so
+      nothing is rounded that CANN would not round.
+
+    The cost: one element-wise pass over the input and float32 copies of the input and,
+    for a half layer, of grad_output (4 bytes per element each) held for the call; the
+    sums come back in float32."""
     if input.device.type in _npu_adapter.NPU_DEVICE_TYPES:
         shape = [1] * input.dim()
         shape[1] = input.size(1)
         input = input.float() - mean.float().view(shape)  # [N, C, *] float32
+        grad_output = grad_output.float()                 # [N, C, *] float32, input's dtype
         mean = torch.zeros_like(mean, dtype=torch.float32)
         invstd = invstd.float()
     return torch.batch_norm_backward_reduce(grad_output, input, mean, invstd, weight,
@@ -186,12 +211,13 @@ def _ranks_with_rows(combined: torch.Tensor, c: int, group: dist.ProcessGroup | 
         gathered = [torch.empty_like(combined) for _ in range(world)]
         dist.all_gather(gathered, combined, group=group)
         per_rank = torch.stack(gathered)  # [world, 2C + 1]
+    # Drop the ranks with no rows, as torch does: a kernel may not skip a zero count (ours
+    # does). One boolean index of the packed rows, one host sync (torch indexes mean,
+    # invstd and counts apart: three). With every rank empty none is left, and the gather
+    # leaves the running statistics alone.
+    per_rank = per_rank[per_rank[:, -1] >= 1]  # [ranks with rows, 2C + 1]
     mean_all, invstd_all, count_all = per_rank.split(c, dim=1)
-    # Drop the ranks with no rows, as torch does (one host sync): a kernel may not skip a
-    # zero count (ours does). With every rank empty none is left, and the gather leaves the
-    # running statistics alone.
-    present = count_all.view(-1) >= 1
-    return mean_all[present], invstd_all[present], count_all[present].view(-1)
+    return mean_all, invstd_all, count_all.view(-1)
 
 
 class _SyncBatchNormFunction(torch.autograd.Function):
