@@ -7,10 +7,10 @@ Two tables, both against SPEC §4's tolerances:
   edges:   one row per op, implementation and edge case: V < 128, H > 65535, BT = 0 and
            V one past the high-performance limit (shapes CANN's built-ins treat specially),
            in both modes and both half dtypes; --edges-csv appends them. An error is a
-           failure unless it is one of the documented refusals of DOCUMENTED_REFUSALS
-           (only CANN's built-in has any, through torch_npu or our adapter, as
-           ascend_ops.npu.limits derives them); then the row is "refused", with the limit
-           and the error. For high-performance mode the "softmax" column says whether the
+           failure unless it is one of the documented refusals of
+           ascend_ops.npu.documented (only CANN's built-in has any, through torch_npu or
+           our adapter, as ascend_ops.npu.limits derives them); then the row is
+           "refused", with the limit and the error. For high-performance mode the "softmax" column says whether the
            call overwrote the caller's softmax (SPEC allows it).
 
 On an NPU, "torch_npu" rows run torch_npu's own operators (CANN's built-in aclnn op through
@@ -31,14 +31,13 @@ import dataclasses
 import pathlib
 import platform
 import sys
-from typing import Callable
-
 import torch
 
 import ascend_ops
 from ascend_ops import testing
 from ascend_ops.npu import limits as npu_limits
-from ascend_ops.parity import ParityRow, format_table, parity_rows
+from ascend_ops.npu.documented import documented_refusal
+from ascend_ops.parity import NPU_DEVICE, ParityRow, format_table, parity_rows
 from ascend_ops.testing import HIGH_PERFORMANCE, MEMORY_SAVING, BnCase, FlceCase
 
 MACHINE = platform.node() or platform.machine()
@@ -65,47 +64,6 @@ def edge_flce_cases() -> list[FlceCase]:
     return cases
 
 
-@dataclasses.dataclass(frozen=True)
-class Refusal:
-    """A case an implementation is documented to refuse: `applies(case)` says which."""
-
-    impls: tuple[str, ...]
-    applies: Callable[[FlceCase], bool]
-    limit: str
-
-
-def _builtin_refusal(case: FlceCase) -> str | None:
-    return npu_limits.builtin_flce_grad_refusal(case.bt, case.h, case.v,
-                                                case.mode == HIGH_PERFORMANCE)
-
-
-#: Every refusal the edge grid accepts, per operator. CANN's built-in
-#: aclnnFusedLinearCrossEntropyLossGrad refuses what ascend_ops.npu.limits derives from its
-#: tiling (H in both modes; V and BT in high-performance mode: op_plugin/csrc/npu/
-#: builtin_limits.cpp); our adapter ("npu") checks exactly these before the call (SPEC §1).
-#: CANN's API reference (and torch_npu's docs: "weight 第0维长度不支持小于128") state V >= 128
-#: for both modes, so torch_npu's own operator may refuse V < 128 in memory-saving mode too.
-#: cpu, reference, sim and npu_custom (our Ascend C kernels) refuse nothing in the grid;
-#: batch_norm_reduce_backward has no documented refusal.
-DOCUMENTED_REFUSALS: dict[str, list[Refusal]] = {
-    "fused_linear_cross_entropy_loss_grad": [
-        Refusal(("torch_npu", "npu"), lambda case: _builtin_refusal(case) is not None,
-                "CANN's built-in refuses this shape (ascend_ops.npu.limits)"),
-        Refusal(("torch_npu",), lambda case: case.v < 128,
-                "CANN's API reference states V >= 128 for both modes"),
-    ],
-    "batch_norm_reduce_backward": [],
-}
-
-
-def documented_refusal(op: str, impl: str, case) -> Refusal | None:
-    """The documented refusal of `case` by `impl`, or None if refusing it is a failure."""
-    for refusal in DOCUMENTED_REFUSALS[op]:
-        if impl in refusal.impls and refusal.applies(case):
-            return refusal
-    return None
-
-
 def edge_bn_cases() -> list[BnCase]:
     return [BnCase((0, 4, 3), dtype, dtype) for dtype in (torch.float32, torch.float16, torch.bfloat16)] + \
         [BnCase((2, 3, 70000), torch.float32)]  # a long spatial dim
@@ -130,14 +88,14 @@ def on_device(inputs: dict, device: str) -> dict:
 def run(op: str, impl: str, inputs: dict):
     """Outputs of `op` by `impl` (ours, or "torch_npu": torch_npu's own operator) on CPU."""
     if impl == "torch_npu":
-        args = on_device(inputs, "npu")
+        args = on_device(inputs, NPU_DEVICE)
         if op == "batch_norm_reduce_backward":
             outputs = torch.batch_norm_backward_reduce(*args.values())
         else:
             outputs = getattr(torch.ops.npu, TORCH_NPU_OPS[op])(**args)
     else:
-        args = on_device(inputs, "npu") if impl.startswith("npu") else inputs
-        outputs = getattr(ascend_ops, op)(**args, impl="npu" if impl.startswith("npu") else impl)
+        args = on_device(inputs, NPU_DEVICE) if impl.startswith("npu") else inputs
+        outputs = getattr(ascend_ops, op)(**args, impl=impl)
     return args, tuple(None if o is None else o.cpu() for o in outputs)
 
 
@@ -158,7 +116,7 @@ def edge_rows(impls: list[str]) -> list[EdgeRow]:
                     args, outputs = run(op, impl, copy)
                 except Exception as error:  # noqa: BLE001 (any error fails unless documented)
                     first_line = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-                    refusal = documented_refusal(op, impl, case)
+                    refusal = documented_refusal(op, impl, case, error)
                     if refusal is None:
                         row.result, row.detail = "FAIL", f"raised {first_line} (no documented refusal)"
                     else:

@@ -66,13 +66,18 @@ def test_edge_rows_cpu_pass_and_report_softmax(parity_script, engine, tmp_path):
 
 
 def refuse(op, impl, inputs):
+    """How each implementation refuses: our adapter up front, naming the limit (its
+    NotImplementedError, builtin_limits.cpp); anything else with CANN's phase-1 status."""
+    if impl == "npu":
+        raise NotImplementedError("fused_linear_cross_entropy_loss_grad: CANN's built-in "
+                                  "aclnnFusedLinearCrossEntropyLossGrad needs ... (161002 otherwise)")
     raise RuntimeError("aclnnX GetWorkspaceSize rejected its arguments: 161002")
 
 
 def test_only_documented_refusals_are_accepted(parity_script, monkeypatch):
     """CANN's built-in may refuse H > 65535, and V < 128 or V past the derived limit (our
-    adapter: in high-performance mode only); any other error, of any implementation,
-    fails the row."""
+    adapter: in high-performance mode only, and up front); any other error, of any
+    implementation, fails the row."""
     monkeypatch.setattr(parity_script, "run", refuse)
     limit = npu_limits.builtin_limits()["flce_grad_high_perf_max_vocab"]
     rows = parity_script.edge_rows(["cpu", "sim", "reference", "torch_npu", "npu", "npu_custom"])
@@ -89,6 +94,17 @@ def test_only_documented_refusals_are_accepted(parity_script, monkeypatch):
         assert "161002" in row.detail
     refused = [r for r in rows if r.result == "refused"]
     assert refused and all(r.detail.startswith("CANN's") for r in refused)
+
+
+def test_npu_reaching_cann_with_a_refused_shape_fails_the_row(parity_script, monkeypatch):
+    """impl='npu' must refuse CANN's limits before the call: the same shape refused by
+    CANN's phase 1 instead (a RuntimeError with 161002) is a failure, not the documented
+    refusal."""
+    monkeypatch.setattr(parity_script, "run",
+                        lambda op, impl, inputs: refuse(op, "torch_npu", inputs))
+    rows = parity_script.edge_rows(["npu"])
+    over = [r for r in rows if r.op == "fused_linear_cross_entropy_loss_grad" and "h65537" in r.case]
+    assert over and all(r.result == "FAIL" for r in over), over
 
 
 def test_a_simulator_violation_fails_the_row(parity_script, monkeypatch):

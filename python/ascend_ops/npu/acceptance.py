@@ -27,8 +27,8 @@ import torch
 from .. import testing
 from . import limits as npu_limits
 
-__all__ = ["AcceptanceCase", "AcceptanceRow", "acceptance_cases", "run_acceptance",
-           "format_acceptance", "verdict", "report"]
+__all__ = ["AcceptanceCase", "AcceptanceRow", "AcceptanceResult", "acceptance_cases",
+           "run_acceptance", "format_acceptance", "verdict", "run", "report"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,18 +105,19 @@ def _training_step(bt: int, h: int, v: int, mode: str) -> Callable:
     return run
 
 
-def _sync_batch_norm(offset: float) -> Callable:
-    """nn.SyncBatchNorm forward and backward in one process, |mean| = offset."""
+def _sync_batch_norm(offset: float, dtype: torch.dtype = torch.float32) -> Callable:
+    """nn.SyncBatchNorm forward and backward in one process, |mean| = offset, the layer and
+    its input in `dtype` (as model.half() / model.bfloat16() leaves them)."""
     def run(impl, device):
         from ..training.nn import SyncBatchNorm
 
         gen = torch.Generator().manual_seed(5)
-        x = (torch.randn(16, 8, 12, 12, generator=gen) + offset).to(device).requires_grad_()
-        g = torch.randn(x.shape, generator=gen).to(device)
-        bn = SyncBatchNorm(8).to(device)
+        x = (torch.randn(16, 8, 12, 12, generator=gen) + offset).to(dtype).to(device).requires_grad_()
+        g = torch.randn(x.shape, generator=gen).to(dtype).to(device)
+        bn = SyncBatchNorm(8).to(device=device, dtype=dtype)
         y = bn(x)
         y.backward(g)
-        return y.detach(), x.grad, bn.weight.grad, bn.bias.grad
+        return y.detach(), x.grad, bn.weight.grad, bn.bias.grad, bn.running_mean, bn.running_var
     return run
 
 
@@ -153,6 +154,12 @@ def acceptance_cases(vocab: int = 32000, rows: int = 2048, hidden: int = 256) ->
                        "don't train with SyncBatchNorm yet"),
         AcceptanceCase("SyncBatchNorm npu fp32 |mean| = 1000 (centred before CANN's reduction)",
                        "npu", _sync_batch_norm(1000.0), "don't train with SyncBatchNorm yet"),
+        AcceptanceCase("SyncBatchNorm npu fp16 (the layer in float16)", "npu",
+                       _sync_batch_norm(0.0, torch.float16),
+                       "don't train with SyncBatchNorm in float16 yet"),
+        AcceptanceCase("SyncBatchNorm npu bf16 (the layer in bfloat16)", "npu",
+                       _sync_batch_norm(0.0, torch.bfloat16),
+                       "don't train with SyncBatchNorm in bfloat16 yet"),
         AcceptanceCase(f"FLCE grad npu_custom memory-saving packed-uint8 int64 bf16 V={vocab} "
                        f"BT={rows}", "npu_custom",
                        _flce(testing.FlceCase(rows, hidden, vocab, torch.bfloat16, ms, "packed", seed=7)),
@@ -255,21 +262,44 @@ def verdict(rows: list[AcceptanceRow]) -> str:
             "\n".join(f"  - {row.case.blocking}: {row.case.name}: {row.detail}" for row in stops))
 
 
+@dataclasses.dataclass
+class AcceptanceResult:
+    rows: list[AcceptanceRow]
+    not_run: str | None = None  # why the check did not run (impl="npu" unavailable)
+
+    @property
+    def stops(self) -> int:
+        return sum(row.stops_training for row in self.rows)
+
+
+def run(on_row: Callable[[AcceptanceRow], None] | None = None) -> AcceptanceResult:
+    """Every row when impl="npu" can run (each handed to `on_row` as it finishes), else why
+    the check does not run."""
+    from .._impls import available_impls
+
+    npu = available_impls()["npu"]
+    if not npu.available:
+        return AcceptanceResult([], f"npu unavailable: {npu.reason}")
+    rows = []
+    for case in acceptance_cases():
+        row = run_acceptance("npu", [case])[0]
+        if on_row is not None:
+            on_row(row)
+        rows.append(row)
+    return AcceptanceResult(rows)
+
+
 def report() -> int:
     """`python -m ascend_ops`'s acceptance section: runs the rows when impl="npu" can run,
     prints them and the verdict; returns how many rows say "don't train yet"."""
     from .._impls import available_impls
 
-    npu = available_impls()["npu"]
-    if not npu.available:
-        print(f"\nNPU first-run acceptance: not run (npu unavailable: {npu.reason})")
+    if available_impls()["npu"].available:
+        print("\nNPU first-run acceptance (each row on the NPU against the CPU kernel, "
+              "2x SPEC §4's tolerance; docs/npu.md):")
+    result = run(lambda row: print(format_acceptance([row]), flush=True))
+    if result.not_run is not None:
+        print(f"\nNPU first-run acceptance: not run ({result.not_run})")
         return 0
-    print("\nNPU first-run acceptance (each row on the NPU against the CPU kernel, "
-          "2x SPEC §4's tolerance; docs/npu.md):")
-    rows = []
-    for case in acceptance_cases():
-        row = run_acceptance("npu", [case])[0]
-        print(format_acceptance([row]), flush=True)
-        rows.append(row)
-    print(verdict(rows))
-    return sum(row.stops_training for row in rows)
+    print(verdict(result.rows))
+    return result.stops
