@@ -32,12 +32,14 @@ def cpu_rank_environment(**extra: str) -> dict[str, str]:
 
 
 def run_ranks(script: str | pathlib.Path, world: int, out: pathlib.Path, *,
-              env: dict[str, str] | None = None, timeout: float = 180) -> list[dict]:
-    """Start `world` ranks of `script`, wait for all (killing any left on failure), require
-    each to succeed (its output in the message), and return their saved results by rank."""
+              env: dict[str, str] | None = None, timeout: float = 180,
+              script_args: tuple[str, ...] = ()) -> list[dict]:
+    """Start `world` ranks of `script` (`script_args` before the rank arguments), wait for
+    all (killing any left on failure), require each to succeed (its output in the message),
+    and return their saved results by rank."""
     port = free_port()
-    procs = [subprocess.Popen([sys.executable, str(script), str(rank), str(world), str(port),
-                               str(out)], env=env, stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, str(script), *script_args, str(rank), str(world),
+                               str(port), str(out)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True)
              for rank in range(world)]
     logs = []

@@ -1,0 +1,291 @@
+"""The emulated NPU device: torch's PrivateUse1 backend, named "npu" as torch_npu names it,
+with every tensor's elements held in host memory.
+
+A tensor on it is an `NpuTensor`: a wrapper subclass whose device is npu:0 and whose
+elements live in `.host`, a CPU tensor of the same shape, strides and dtype (views of an
+NpuTensor are views of its host tensor, so in-place writes through them are seen). Every
+operator called on one reaches `dispatch()`:
+
+- an operator with a registered kernel (`KERNELS`: torch_npu's aten kernels and our
+  adapter's, each ending in a stand-in of a CANN aclnn op that enforces the op's phase-1
+  rules, cann.py) runs that kernel, which gets the NpuTensors themselves;
+- any other operator (element-wise arithmetic, views, copies, collectives) runs torch's
+  CPU kernel on the host tensors and its outputs are wrapped again; these are not checked
+  against CANN's rules (docs/npu.md, "What is verified where", says which are).
+
+What a device does that a host tensor would hide is enforced: an operator mixing NPU
+tensors with CPU tensors of one or more dimensions is refused with torch's message; memory
+a kernel allocates (torch.empty and friends, the outputs torch_npu's kernels allocate) is
+poisoned (NaN, or a sentinel for integers), so an output an op leaves unwritten shows; and
+every host synchronisation (.item(), a copy to the host, an operator whose output size
+depends on the data) is counted (`host_syncs()`), so a path that claims to read nothing on
+the host can be held to it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+aten = torch.ops.aten
+
+DEVICE_NAME = "npu"
+
+#: ACL formats (CANN's aclFormat) an emulated tensor can carry; CANN's op_api checks read
+#: them (op::IsPrivateFormat: the 5HD / fractal layouts).
+FORMAT_NCHW, FORMAT_NHWC, FORMAT_ND, FORMAT_NC1HWC0, FORMAT_FRACTAL_Z = 0, 1, 2, 3, 4
+FORMAT_FRACTAL_NZ, FORMAT_NCDHW, FORMAT_NDC1HWC0 = 29, 30, 32
+PRIVATE_FORMATS = frozenset({FORMAT_NC1HWC0, FORMAT_FRACTAL_Z, FORMAT_FRACTAL_NZ,
+                             FORMAT_NDC1HWC0})
+
+#: {"namespace::op.overload": kernel}: what torch_npu (or our adapter) registers for
+#: PrivateUse1. A kernel takes the operator's arguments with NpuTensors as they are.
+KERNELS: dict[str, Callable] = {}
+
+#: Operators that move data between the host and the device (no same-device rule).
+_CROSS_DEVICE = {aten._to_copy.default, aten.copy_.default, aten._copy_from.default,
+                 aten._copy_from_and_resize.default, aten._has_compatible_shallow_copy_type.default}
+#: Operators that allocate without writing: their outputs are poisoned.
+_ALLOCATING = {aten.empty_like.default, aten.new_empty.default, aten.new_empty_strided.default,
+               aten.empty.memory_format, aten.empty_strided.default}
+#: Operators whose output size depends on the data: each waits for the device.
+_DATA_DEPENDENT = {aten.nonzero.default, aten.masked_select.default, aten.unique_dim.default,
+                   aten._unique2.default, aten.unique_consecutive.default}
+
+_syncs = threading.local()
+
+
+def kernel(name: str) -> Callable[[Callable], Callable]:
+    """Register `function` as the PrivateUse1 kernel of operator `name` ("aten::x.overload"
+    or "aten::x" for the default overload)."""
+    def register(function: Callable) -> Callable:
+        KERNELS[name if "." in name.split("::")[1] else name + ".default"] = function
+        return function
+    return register
+
+
+class NpuTensor(torch.Tensor):
+    """A tensor on the emulated NPU; `.host` holds its elements, `.npu_format` its ACL
+    format (ND unless torch_npu.npu_format_cast set another)."""
+
+    host: torch.Tensor
+    npu_format: int
+
+    @staticmethod
+    def __new__(cls, host: torch.Tensor, npu_format: int = FORMAT_ND):
+        assert not isinstance(host, NpuTensor) and host.device.type == "cpu"
+        tensor = torch.Tensor._make_wrapper_subclass(
+            cls, host.shape, strides=host.stride(), storage_offset=host.storage_offset(),
+            dtype=host.dtype, device=torch.device(DEVICE_NAME, 0), requires_grad=False)
+        tensor.host = host
+        tensor.npu_format = npu_format
+        return tensor
+
+    def __repr__(self, *, tensor_contents=None) -> str:
+        return f"NpuTensor({self.host!r}, device='{DEVICE_NAME}:0')"
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        return dispatch(func, args, kwargs or {})
+
+
+def empty(shape, dtype: torch.dtype, npu_format: int = FORMAT_ND) -> NpuTensor:
+    """Fresh device memory, poisoned: what at::empty on the NPU gives a kernel."""
+    return NpuTensor(_poison(torch.empty(shape, dtype=dtype)), npu_format)
+
+
+def host_syncs() -> int:
+    """How many times this thread has waited for the emulated device."""
+    return getattr(_syncs, "count", 0)
+
+
+def _count_sync() -> None:
+    _syncs.count = host_syncs() + 1
+
+
+def _poison(host: torch.Tensor) -> torch.Tensor:
+    """NaN in floating memory, a sentinel far outside any index range in integer memory."""
+    if host.dtype.is_floating_point or host.dtype.is_complex:
+        host.fill_(float("nan"))
+    elif host.dtype not in (torch.bool, torch.uint8, torch.int8):
+        host.fill_(torch.iinfo(host.dtype).max)
+    elif host.dtype == torch.uint8:
+        host.fill_(0xA5)
+    return host
+
+
+def _is_npu_device(device) -> bool:
+    return device is not None and torch.device(device).type == DEVICE_NAME
+
+
+def _syncs_host(func, flat_args: list, kwargs: dict) -> bool:
+    """Whether `func` makes the host wait for the device."""
+    if func in (aten._local_scalar_dense.default, aten.item.default):
+        return True
+    if func in _DATA_DEPENDENT:
+        return True
+    if func is aten._to_copy.default:  # a copy to the host; a dtype change stays on the device
+        device = kwargs.get("device")
+        return isinstance(flat_args[0], NpuTensor) and device is not None and not _is_npu_device(device)
+    if func is aten.copy_.default:  # dst.copy_(src): a device source read into host memory
+        return not isinstance(flat_args[0], NpuTensor) and isinstance(flat_args[1], NpuTensor)
+    if func in (aten.index.Tensor, aten.index_put_.default, aten.index_put.default):
+        indices = flat_args[1:]
+        return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices)
+    return False
+
+
+def _check_one_device(func, flat_args: list) -> None:
+    """torch refuses an operator over tensors of two devices (a CPU scalar aside)."""
+    if func in _CROSS_DEVICE or func.namespace == "c10d":
+        return
+    if any(isinstance(a, torch.Tensor) and not isinstance(a, NpuTensor) and a.dim() > 0
+           for a in flat_args):
+        raise RuntimeError(
+            f"Expected all tensors to be on the same device, but found at least two devices, "
+            f"{DEVICE_NAME}:0 and cpu! (when checking argument for {func})")
+
+
+def dispatch(func, args: tuple, kwargs: dict):
+    """Every operator on an NpuTensor comes here (and the factories on device npu)."""
+    registered = KERNELS.get(f"{func._schema.name}.{func._overloadname}")
+    if registered is not None:
+        return registered(*args, **kwargs)
+    return run_on_host(func, args, kwargs)
+
+
+def run_on_host(func, args: tuple, kwargs: dict):
+    """`func` by torch's CPU kernel on the host tensors, its outputs back on the device."""
+    flat, _ = tree_flatten((args, kwargs))
+    _check_one_device(func, flat)
+    if _syncs_host(func, [a for a in flat if isinstance(a, torch.Tensor) or a is None], kwargs):
+        _count_sync()
+    originals = {id(a.host if isinstance(a, NpuTensor) else a): a
+                 for a in flat if isinstance(a, torch.Tensor)}
+
+    def to_host(value):
+        if isinstance(value, NpuTensor):
+            return value.host
+        if isinstance(value, torch.device) and value.type == DEVICE_NAME:
+            return torch.device("cpu")
+        return value
+
+    host_kwargs = dict(kwargs)
+    target = host_kwargs.get("device")
+    out = func(*tree_map(to_host, args), **tree_map(to_host, host_kwargs))
+    if func in _ALLOCATING:
+        tree_map(lambda t: _poison(t) if isinstance(t, torch.Tensor) else t, out)
+    if target is not None and not _is_npu_device(target):
+        return out  # a copy to the host (or another factory on the host)
+    on_device = target is not None or any(isinstance(a, NpuTensor) for a in flat)
+
+    def to_device(value):
+        if not isinstance(value, torch.Tensor):
+            return value
+        if id(value) in originals:  # an in-place or out= result: the caller's own tensor
+            return originals[id(value)]
+        return NpuTensor(value) if on_device else value
+
+    return tree_map(to_device, out)
+
+
+class NpuModule:
+    """`torch.npu` / `torch_npu.npu`: one emulated device per process, as a rank sees it
+    with ASCEND_RT_VISIBLE_DEVICES set to its own NPU."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @staticmethod
+    def is_initialized() -> bool:
+        return True
+
+    @staticmethod
+    def device_count() -> int:
+        return 1
+
+    @staticmethod
+    def current_device() -> int:
+        return 0
+
+    @staticmethod
+    def set_device(device) -> None:
+        index = torch.device(DEVICE_NAME, device).index if isinstance(device, int) else torch.device(device).index
+        if index not in (None, 0):
+            raise RuntimeError(f"emulated NPU: only npu:0 is visible, got {device}")
+
+    @staticmethod
+    def synchronize(device=None) -> None:
+        _count_sync()
+
+    @staticmethod
+    def _is_in_bad_fork() -> bool:
+        return False
+
+    @staticmethod
+    def manual_seed(seed: int) -> None:
+        pass
+
+    @staticmethod
+    def manual_seed_all(seed: int) -> None:
+        pass
+
+    @staticmethod
+    def get_amp_supported_dtype() -> list[torch.dtype]:
+        return [torch.float16, torch.bfloat16]
+
+    @staticmethod
+    def is_bf16_supported() -> bool:
+        return True
+
+    @staticmethod
+    def empty_cache() -> None:
+        pass
+
+
+_library: torch.library.Library | None = None
+
+
+def install() -> NpuModule:
+    """Make "npu" a device of this process (once): torch's Python PrivateUse1 backend,
+    renamed as torch_npu renames it, its factories allocating poisoned host memory."""
+    global _library
+    if _library is not None:
+        return torch.npu
+    from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+    module = NpuModule()
+    _setup_privateuseone_for_python_backend(DEVICE_NAME, backend_module=module)
+    _library = torch.library.Library("aten", "IMPL")
+
+    def empty_memory_format(size, *, dtype=None, layout=None, device=None, pin_memory=None,
+                            memory_format=None):
+        host = torch.empty(size, dtype=dtype, memory_format=memory_format or torch.contiguous_format)
+        return NpuTensor(_poison(host))
+
+    def empty_strided(size, stride, *, dtype=None, layout=None, device=None, pin_memory=None):
+        return NpuTensor(_poison(torch.empty_strided(size, stride, dtype=dtype)))
+
+    def copy_from(self, dst, non_blocking=False):
+        # Reached without the Python key (torch.tensor(..., device="npu") builds its
+        # tensor with it excluded): the copy between host and device memory.
+        _host_of(dst).copy_(_host_of(self))
+        return dst
+
+    def copy_from_and_resize(self, dst):
+        _host_of(dst).resize_(self.shape).copy_(_host_of(self))
+        return dst
+
+    _library.impl("empty.memory_format", empty_memory_format, "PrivateUse1")
+    _library.impl("empty_strided", empty_strided, "PrivateUse1")
+    _library.impl("_copy_from", copy_from, "PrivateUse1")
+    _library.impl("_copy_from_and_resize", copy_from_and_resize, "PrivateUse1")
+    return module
+
+
+def _host_of(t: torch.Tensor) -> torch.Tensor:
+    return t.host if isinstance(t, NpuTensor) else t

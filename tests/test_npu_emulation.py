@@ -1,0 +1,345 @@
+"""The NPU branch of every user-facing entry point, on an emulated Atlas A2 (tests/npu_emulation).
+
+No NPU here: each test runs a child process with the stand-in torch_npu on PYTHONPATH, so
+ascend_ops' own code takes its NPU branches as on hardware (npu/adapter.py loads
+torch_npu and `ascend_ops._npu`, `_impls` sees tensors on device "npu", SyncBatchNorm
+hands its tensors to aten's sync-BN operators on the device), and every aclnn-level call
+(torch_npu's kernels and our adapter's) ends in a stand-in that enforces CANN v9.0.0's
+phase-1 rules for its op and computes with the reference (tests/npu_emulation/cann.py).
+
+- `python -m ascend_ops` runs its npu and npu_custom parity rows on device copies, reports
+  CANN's documented refusal (V < 128 in high-performance mode) and known difference (the
+  batch-norm reduction at |mean| = 1000) as such, and reaches the first-run acceptance
+  check, SyncBatchNorm in float16 and bfloat16 included; an injected fault in one aclnn op
+  fails its own rows and the acceptance rows that use it, never the run.
+- nn.SyncBatchNorm (float32, float16, bfloat16; 1 and 2 ranks), linear_cross_entropy
+  (both modes, both half dtypes; 1 and 2 ranks, vocab-parallel) and a Hugging Face model
+  patched by aot.apply for one training step agree with the CPU path, with the host
+  synchronisations docs/npu.md states.
+- the SyncBatchNorm backward as it was before issue 43 (grad_output in the layer's dtype
+  beside a float32 centred input; bfloat16 statistics) fails under CANN's rules with
+  161002, naming the rule's source line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import ascend_ops
+from ascend_ops.npu import acceptance as npu_acceptance
+from conftest import skip_without_cann_tiling
+from npu_emulation import SITE, TESTS
+from rank_processes import cpu_rank_environment, run_ranks
+
+WORKER = TESTS / "npu_emulation_worker.py"
+pytestmark = pytest.mark.skipif(ascend_ops.available_impls()["cpu"].available is False,
+                                reason="the emulated NPU compares with the CPU kernels: "
+                                       "ascend_ops._C did not load")
+
+
+def emulated_environment(tmp_path: pathlib.Path | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a process on the emulated NPU: the stand-in torch_npu first on
+    the path; with `tmp_path`, our op package "installed" where torch_npu looks for it
+    (a libcust_opapi.so of the ascend_ops vendor on ASCEND_CUSTOM_OPP_PATH)."""
+    env = cpu_rank_environment(**extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(SITE), str(TESTS), env["PYTHONPATH"]])
+    env.pop("ASCEND_CUSTOM_OPP_PATH", None)
+    env.pop("ASCEND_OPP_PATH", None)
+    if tmp_path is not None:
+        vendor = tmp_path / "vendors" / "ascend_ops"
+        library = vendor / "op_api" / "lib" / "libcust_opapi.so"
+        library.parent.mkdir(parents=True, exist_ok=True)
+        library.write_bytes(b"")
+        env["ASCEND_CUSTOM_OPP_PATH"] = str(vendor)
+    return env
+
+
+def run_emulated(args: list[str], env: dict[str, str], timeout: float = 1800) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def lines_starting(out: str, prefix: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith(prefix)]
+
+
+# --- python -m ascend_ops ---
+
+
+def test_the_main_job_reaches_its_acceptance_check_on_an_npu(tmp_path):
+    skip_without_cann_tiling()  # our package's FLCE kernel runs on the simulator here
+    result = run_emulated(["-m", "ascend_ops", "--impl", "npu", "--impl", "npu_custom"],
+                          emulated_environment(tmp_path))
+    out = result.stdout
+    assert result.returncode == 0, out + result.stderr
+    assert "npu        available" in out and "npu_custom available" in out, out
+    # every operator on CANN's built-ins, the two backward ones on our package (simulated)
+    for op in ("fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward",
+               "fused_linear_online_max_sum", "fused_cross_entropy_loss_with_max_sum"):
+        assert any(" npu " in line and line.rstrip().endswith("pass") for line in lines_starting(out, op)), out
+    for op in ("fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward"):
+        assert any(" npu_custom " in line and line.rstrip().endswith("pass")
+                   for line in lines_starting(out, op)), out
+    assert "FAIL" not in out, out
+    # CANN's documented refusal: high-performance mode with V = 7 < 128, refused up front
+    # by the adapter, in both half dtypes; on our package it runs
+    refused = [line for line in lines_starting(out, "note fused_linear_cross_entropy_loss_grad [npu,")
+               if "bt9-h33-v7" in line and "refused as documented" in line]
+    assert len(refused) == 2 and all("NotImplementedError: fused_linear_cross_entropy_loss_grad: "
+                                     "CANN's built-in" in line for line in refused), out
+    assert not any("refused" in line for line in lines_starting(out, "note fused_linear_cross_entropy_loss_grad [npu_custom,")), out
+    # CANN's known difference: its batch-norm reduction at |mean| = 1000, on the built-in
+    # only (our kernel sums dy·(x − mean) directly)
+    differs = [line for line in lines_starting(out, "note batch_norm_reduce_backward [npu,")
+               if "mean1000" in line and "differs as documented" in line]
+    assert len(differs) == 3, out  # float32, float16, bfloat16 inputs
+    assert not lines_starting(out, "note batch_norm_reduce_backward [npu_custom,"), out
+    # ... then the acceptance check, every row run and passing
+    section = out[out.index("NPU first-run acceptance"):]
+    rows = [line.split()[0] for line in section.splitlines()[1:] if line.startswith("  ")]
+    assert rows == ["pass"] * len(npu_acceptance.acceptance_cases()), section
+    for name in ("SyncBatchNorm npu fp32", "SyncBatchNorm npu fp16", "SyncBatchNorm npu bf16",
+                 "FLCE grad npu_custom", "batch_norm_reduce_backward npu_custom"):
+        assert name in section, section
+    assert "acceptance: every row that ran agrees" in section, section
+
+
+def test_failing_aclnn_ops_fail_their_rows_and_never_the_run():
+    # Two faults at once: the built-in batch-norm reduction computing 5 % off, the forward
+    # companion raising. Their parity rows fail (the raising one naming the error), the
+    # other two operators' rows pass, and the acceptance check still runs: every row over
+    # a faulty op fails (SyncBatchNorm's backward reaches the reduction), the others pass.
+    faults = "aclnnBatchNormReduceBackward=scale,aclnnFusedLinearOnlineMaxSum=raise"
+    result = run_emulated(["-m", "ascend_ops", "--impl", "npu"],
+                          emulated_environment(NPU_EMULATION_FAULT=faults))
+    out = result.stdout
+    assert result.returncode == 1, out + result.stderr
+    rows = {(line.split()[0], line.split()[2]): line.split()[-1]
+            for line in out.splitlines() if " npu " in line and line.split()[-1] in ("pass", "FAIL")}
+    faulty = ("batch_norm_reduce_backward", "fused_linear_online_max_sum")
+    assert rows and all((result == "FAIL") == (op in faulty) for (op, _), result in rows.items()), rows
+    assert ("FAIL fused_linear_online_max_sum [npu, float16]: bt37-h65-v203-start203-float16 raised "
+            "RuntimeError: aclnnFusedLinearOnlineMaxSum: an emulated device fault") in out, out
+    section = out[out.index("NPU first-run acceptance"):]
+    failing = {line.split(" (")[0].split(None, 1)[1] for line in section.splitlines()
+               if line.startswith("  FAIL")}
+    assert failing == {"batch_norm_reduce_backward npu fp32 [32, 64, 14, 14]",
+                       "SyncBatchNorm npu fp32 |mean| = 1000",
+                       "SyncBatchNorm npu fp16", "SyncBatchNorm npu bf16",
+                       "online max-sum npu int64 bf16 V=32000 BT=2048",
+                       "training step npu memory-saving bf16 V=32000 BT=2048"}, section
+    assert sum(line.startswith("  pass") for line in section.splitlines()) == 5, section
+    assert "acceptance: DON'T TRAIN YET" in section, section
+
+
+# --- the training API and the Hugging Face patch ---
+
+
+#: The CANN ops linear_cross_entropy's NPU path calls (through our adapter).
+LCE_ACLNN_OPS = {"aclnnFusedLinearOnlineMaxSum", "aclnnFusedCrossEntropyLossWithMaxSum",
+                 "aclnnFusedLinearCrossEntropyLossGrad"}
+
+
+def _agree(npu, cpu, what: str) -> None:
+    """The NPU run against the CPU kernels' on the same inputs, within twice SPEC §4's
+    tolerance (both are held to it against float64), as the first-run check compares."""
+    problem = npu_acceptance._disagreement(tuple(npu), tuple(cpu))
+    assert problem is None, f"{what}: {problem}"
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_sync_batch_norm_trains_on_the_npu_in_every_dtype(tmp_path, world):
+    ranks = run_ranks(WORKER, world, tmp_path, env=emulated_environment(), timeout=600,
+                      script_args=("sync_batch_norm",))
+    for rank, results in enumerate(ranks):
+        calls = results.pop("aclnn calls")
+        assert set(calls) == {"aclnnBatchNormStats", "aclnnBatchNormGatherStatsWithCounts",
+                              "aclnnBatchNormElemt", "aclnnBatchNormReduceBackward",
+                              "aclnnBatchNormElemtBackward"}, calls
+        assert set(results) == {"float32", "float16", "bfloat16"}
+        for dtype, runs in results.items():
+            _agree(runs["npu"], runs["cpu"], f"rank {rank} {dtype}")
+            # y and x.grad in the layer's dtype, as torch_npu allocates them
+            assert runs["npu"][0].dtype == runs["npu"][1].dtype == getattr(torch, dtype)
+            # one host read per forward to drop empty ranks (docs/npu.md), none in one process
+            assert runs["syncs"] == (0 if world == 1 else 1), (dtype, runs["syncs"])
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_linear_cross_entropy_trains_on_the_npu_without_host_reads(tmp_path, world):
+    ranks = run_ranks(WORKER, world, tmp_path, env=emulated_environment(), timeout=600,
+                      script_args=("linear_cross_entropy",))
+    for rank, results in enumerate(ranks):
+        assert set(results.pop("aclnn calls")) == LCE_ACLNN_OPS
+        assert len(results) == 4  # bfloat16 / float16 x memory-saving / high-performance
+        for name, runs in results.items():
+            _agree(runs["npu"], runs["cpu"], f"rank {rank} {name}")
+            assert runs["syncs"] == 0, (name, runs["syncs"])  # docs/npu.md: none on the NPU
+
+
+def test_a_hugging_face_model_patched_by_apply_takes_a_step_on_the_npu(tmp_path):
+    [runs] = run_ranks(WORKER, 1, tmp_path, env=emulated_environment(), timeout=600,
+                       script_args=("hugging_face",))
+    assert set(runs.pop("aclnn calls")) == LCE_ACLNN_OPS  # the patched loss ran on the NPU path
+    npu, cpu = runs["npu"], runs["cpu"]
+    assert npu[0].dtype == torch.float32 and torch.isfinite(npu[0])
+    _agree(npu[:1], cpu[:1], "loss")
+    for index, what in ((1, "lm_head grad"), (2, "embedding grad"), (3, "lm_head after a step")):
+        ascend_ops.testing.assert_half_grad_close(npu[index], cpu[index], what)
+
+
+# --- the defects issue 43 fixed, caught by CANN's rules ---
+
+OLD_SYNC_BATCH_NORM = r'''
+import torch, torch_npu
+import ascend_ops
+from ascend_ops.training.nn import sync_batch_norm
+
+def old_backward_reduce(grad_output, input, mean, invstd, weight, input_g, weight_g, bias_g):
+    # what _backward_reduce did before issue 43: the input centred in float32, grad_output
+    # left in the layer's dtype
+    shape = [1] * input.dim()
+    shape[1] = input.size(1)
+    input = input.float() - mean.float().view(shape)
+    mean = torch.zeros_like(mean, dtype=torch.float32)
+    return torch.batch_norm_backward_reduce(grad_output, input, mean, invstd.float(), weight,
+                                            input_g, weight_g, bias_g)
+
+def step(dtype):
+    bn = ascend_ops.nn.SyncBatchNorm(4).to(device="npu", dtype=dtype)
+    x = torch.randn(6, 4, 3).to(dtype).to("npu").requires_grad_()
+    bn(x).sum().backward()
+
+fixed_backward_reduce = sync_batch_norm._backward_reduce
+for fixed in (True, False):
+    sync_batch_norm._backward_reduce = fixed_backward_reduce if fixed else old_backward_reduce
+    for dtype in (torch.float32, torch.float16):
+        try:
+            step(dtype)
+            print(fixed, dtype, "ok")
+        except RuntimeError as error:
+            print(fixed, dtype, "error", str(error).replace("\n", " | "))
+# the forward's statistics of a bfloat16 input, as the old code handed them over
+try:
+    torch.batch_norm_stats(torch.randn(6, 4, 3).bfloat16().to("npu"), 1e-5)
+except RuntimeError as error:
+    print("stats bfloat16 error", str(error).replace("\n", " | "))
+sync_batch_norm._backward_reduce = fixed_backward_reduce
+step(torch.bfloat16)
+print("fixed bfloat16 ok")
+'''
+
+
+def test_the_old_sync_batch_norm_fails_under_canns_rules_and_the_fix_passes():
+    result = run_emulated(["-c", OLD_SYNC_BATCH_NORM], emulated_environment(), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert "True torch.float32 ok" in lines and "True torch.float16 ok" in lines, lines
+    assert "False torch.float32 ok" in lines, lines  # one dtype: nothing to mismatch
+    [old_half] = [line for line in lines if line.startswith("False torch.float16 error")]
+    assert ("call aclnnBatchNormReduceBackward failed, error code is 161002" in old_half
+            and "gradOut dtype DT_FLOAT16 should be the same as input's DT_FLOAT" in old_half
+            and "aclnn_batch_norm_backward_reduce.cpp:142-144" in old_half), old_half
+    [stats] = [line for line in lines if line.startswith("stats bfloat16 error")]
+    assert ("call aclnnBatchNormStats failed, error code is 161002" in stats
+            and "input not implemented for DT_BF16" in stats
+            and "aclnn_batch_norm_stats.cpp:72-79, :84" in stats), stats
+    assert "fixed bfloat16 ok" in lines, lines
+
+
+STAND_IN_RULES = r'''
+import torch, torch_npu
+from npu_emulation import cann
+from npu_emulation.device import empty, NpuTensor, FORMAT_NC1HWC0
+
+def npu(t):
+    return t.to("npu")
+
+def refusal(call):
+    try:
+        call()
+    except cann.AclnnRefusal as r:
+        return f"{r.status} {r.source.split(':', 1)[1]}"
+    return "accepted"
+
+x = npu(torch.randn(4, 3, 5))
+c = lambda dtype=torch.float32: empty([3], dtype)
+checks = {
+    "stats f32": lambda: cann.batch_norm_stats(x, 1e-5, c(), c()),
+    "stats bf16": lambda: cann.batch_norm_stats(x.bfloat16(), 1e-5, c(), c()),
+    "stats f16 out": lambda: cann.batch_norm_stats(x, 1e-5, c(torch.float16), c()),
+    "stats 1-d": lambda: cann.batch_norm_stats(npu(torch.randn(4)), 1e-5, c(), c()),
+    "stats 9-d": lambda: cann.batch_norm_stats(npu(torch.randn(1, 3, *[1] * 7)), 1e-5, c(), c()),
+    "stats 5HD": lambda: cann.batch_norm_stats(torch_npu.npu_format_cast(x, FORMAT_NC1HWC0), 1e-5, c(), c()),
+    "gather int counts": lambda: cann.batch_norm_gather_stats_with_counts(
+        x, npu(torch.rand(2, 3)), npu(torch.rand(2, 3)), None, None, 0.1, 1e-5,
+        npu(torch.tensor([4, 4], dtype=torch.int32)), c(), c()),
+    "gather f32 counts": lambda: cann.batch_norm_gather_stats_with_counts(
+        x, npu(torch.rand(2, 3)), npu(torch.rand(2, 3)), None, None, 0.1, 1e-5,
+        npu(torch.tensor([4.0, 4.0])), c(), c()),
+    "gather counts of 3 ranks": lambda: cann.batch_norm_gather_stats_with_counts(
+        x, npu(torch.rand(2, 3)), npu(torch.rand(2, 3)), None, None, 0.1, 1e-5,
+        npu(torch.ones(3)), c(), c()),
+    "reduce mixed": lambda: cann.batch_norm_reduce_backward(
+        x.half(), x, c(), c(), None, True, False, False, c(), c(), None, None),
+    "reduce no sum_dy": lambda: cann.batch_norm_reduce_backward(
+        x, x, c(), c(), None, True, False, False, None, c(), None, None),
+    "reduce bf16": lambda: cann.batch_norm_reduce_backward(
+        x.bfloat16(), x.bfloat16(), c(), c(), None, True, True, True, c(), c(), c(), c()),
+    "elemt f64 weight": lambda: cann.batch_norm_elemt(x, c(torch.float64), None, c(), c(), 1e-5, empty([4, 3, 5], torch.float32)),
+    "elemt_backward int64 counter": lambda: cann.batch_norm_elemt_backward(
+        x, x, c(), c(), None, c(), c(), npu(torch.tensor([20])), empty([4, 3, 5], torch.float32)),
+    "elemt_backward int32 counter": lambda: cann.batch_norm_elemt_backward(
+        x, x, c(), c(), None, c(), c(), npu(torch.tensor([20], dtype=torch.int32)), empty([4, 3, 5], torch.float32)),
+    "flce v 7 high-perf": lambda: cann.fused_linear_cross_entropy_loss_grad(
+        npu(torch.ones(2)), npu(torch.randn(2, 4)).bfloat16(), npu(torch.randn(7, 4)).bfloat16(),
+        npu(torch.zeros(2, dtype=torch.bool)), npu(torch.zeros(2, dtype=torch.int64)), 0.0, None, None,
+        npu(torch.rand(2, 7)), empty([2, 4], torch.bfloat16), empty([7, 4], torch.bfloat16)),
+    "flce float32 input": lambda: cann.fused_linear_cross_entropy_loss_grad(
+        npu(torch.ones(2)), npu(torch.randn(2, 4)), npu(torch.randn(7, 4)),
+        npu(torch.zeros(2, dtype=torch.bool)), npu(torch.zeros(2, dtype=torch.int64)), 0.0,
+        npu(torch.zeros(2)), npu(torch.ones(2)), None, empty([2, 4], torch.float32), empty([7, 4], torch.float32)),
+    "online v 0": lambda: cann.fused_linear_online_max_sum(
+        npu(torch.randn(2, 4)).half(), npu(torch.randn(0, 4)).half(), npu(torch.zeros(2, dtype=torch.int64)),
+        0, 0, c(), c(), c(), empty([1], torch.uint8), empty([2], torch.int64), None),
+    "loss smoothing": lambda: cann.fused_cross_entropy_loss_with_max_sum(
+        npu(torch.zeros(2)), npu(torch.ones(2)), npu(torch.zeros(2)), 0.1, None, None, None,
+        empty([2], torch.float32), None),
+}
+for name, call in checks.items():
+    print(f"{name}: {refusal(call)}")
+'''
+
+
+def test_each_stand_in_refuses_what_canns_phase_1_refuses():
+    result = run_emulated(["-c", STAND_IN_RULES], emulated_environment(), timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    got = dict(line.split(": ", 1) for line in result.stdout.splitlines())
+    assert got == {
+        "stats f32": "accepted",
+        "stats bf16": "161002 72-79, :84",          # no bfloat16 on A2/A3
+        "stats f16 out": "161002 85-86",            # mean and invstd are float32
+        "stats 1-d": "161002 117-118",
+        "stats 9-d": "161002 117-118",
+        "stats 5HD": "161002 98-113",                # a private format
+        "gather int counts": "161002 96-107",        # counts are float32/16 or bfloat16
+        "gather f32 counts": "accepted",
+        "gather counts of 3 ranks": "161002 129-137",
+        "reduce mixed": "161002 142-144",            # the issue's 161002
+        "reduce no sum_dy": "161001 99-116, :264",   # asked for, so not null
+        "reduce bf16": "accepted",
+        "elemt f64 weight": "161002 47-68",
+        "elemt_backward int64 counter": "161002 45-46, :102",
+        "elemt_backward int32 counter": "accepted",
+        "flce v 7 high-perf": "161002 177-180",      # the refusal the adapter makes up front
+        "flce float32 input": "161002 99-100",
+        "online v 0": "161002 120-123",
+        "loss smoothing": "161002 111-114",
+    }, got
