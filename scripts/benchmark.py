@@ -4,7 +4,8 @@
 For each op, mode, dtype and size, every provider runs in interleaved rounds after a
 warm-up (so machine noise hits all of them alike); the row records the median and
 p20/p80 of the rounds and, for FLCE, the peak extra memory of one call measured in a
-fresh child process. Rows are appended to scripts/results/benchmarks.csv in the schema of
+fresh child process. Rows are appended to scripts/results/benchmarks.csv (a --quick run's
+only to the file --csv names) in the schema of
 scripts/results_csv.py (each records the CPU model, its AMX-BF16 / AVX512-BF16 flags and
 the CPU GEMM engine); scripts/benchmark_tables.py turns them into docs/benchmarks.md's
 tables, scripts/plot_benchmarks.py into a plot.
@@ -35,6 +36,7 @@ Providers:
     read_floor      grad_out.sum() + input.sum(): reading both inputs once
 
     python scripts/benchmark.py                      # the full grid (minutes)
+    python scripts/benchmark.py --quick              # a smoke run: prints, writes no CSV
     python scripts/benchmark.py --quick --csv /tmp/q.csv
     python scripts/benchmark.py --op sync_bn         # the SyncBatchNorm suite alone
 """
@@ -328,7 +330,9 @@ def print_row(row: ResultRow) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes, two rounds: a smoke run")
-    parser.add_argument("--csv", type=pathlib.Path, default=DEFAULT_CSV, help="CSV to append to")
+    parser.add_argument("--csv", type=pathlib.Path,
+                        help=f"CSV to append to (default: {DEFAULT_CSV.relative_to(ROOT)}; "
+                             "a --quick run writes none unless this is given)")
     parser.add_argument("--rounds", type=int, help="timed rounds per provider")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2)")
     parser.add_argument("--op", choices=["flce", "bn", "sync_bn"], action="append", help="only this op")
@@ -364,9 +368,21 @@ def main(argv: list[str] | None = None) -> int:
         rows += bench_bn(bn_shapes, [torch.float32, torch.bfloat16], rounds, machine)
     if "sync_bn" in ops:
         rows += bench_sync_bn(sync_bn_shapes, [torch.float32, torch.bfloat16], rounds, machine)
-    append_rows(args.csv, rows)
-    print(f"appended {len(rows)} rows to {args.csv}")
+    csv_path = output_csv(args.csv, args.quick)
+    if csv_path is None:
+        print(f"{len(rows)} rows measured; a --quick run appends them only to a --csv file")
+        return 0
+    append_rows(csv_path, rows)
+    print(f"appended {len(rows)} rows to {csv_path}")
     return 0
+
+
+def output_csv(given: pathlib.Path | None, quick: bool) -> pathlib.Path | None:
+    """Where the rows go: the --csv file; else the committed results for a full run, and
+    nowhere for a --quick one (a smoke run's tiny sizes must not join the tables)."""
+    if given is not None:
+        return given
+    return None if quick else DEFAULT_CSV
 
 
 if __name__ == "__main__":

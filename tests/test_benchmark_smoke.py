@@ -39,3 +39,17 @@ def test_benchmark_quick_writes_every_provider(tmp_path):
     assert all(float(r["p20_s"]) <= float(r["median_s"]) <= float(r["p80_s"]) for r in rows)
     assert all(r["cpu_model"] and r["amx_bf16"] in "01" and r["avx512_bf16"] in "01" and r["engine"]
                for r in rows)
+
+
+def test_a_quick_run_writes_the_committed_results_only_when_asked(monkeypatch):
+    # scripts/results/benchmarks.csv feeds docs/benchmarks.md: a smoke run's tiny sizes
+    # must not land there unless --csv names it.
+    monkeypatch.syspath_prepend(str(ROOT / "scripts"))
+    import benchmark
+    from results_csv import DEFAULT_CSV
+
+    assert benchmark.output_csv(None, quick=True) is None
+    assert benchmark.output_csv(None, quick=False) == DEFAULT_CSV
+    given = pathlib.Path("/tmp/q.csv")
+    assert benchmark.output_csv(given, quick=True) == given
+    assert benchmark.output_csv(given, quick=False) == given

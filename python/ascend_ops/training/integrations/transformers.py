@@ -78,7 +78,8 @@ def apply(
     # is swapped inside a torch.compile'd region.
     head.forward = CapturingHead(head, head.__dict__.get("forward"))
     model.forward = PatchedForward(model, model.__dict__.get("forward"))
-    # nn.Module.__repr__ prints extra_repr() on the model's first line.
+    # nn.Module.__repr__ prints extra_repr() on the line after the class name, above the
+    # children.
     model.extra_repr = patch.describe
     return model
 
