@@ -1,7 +1,10 @@
 """Build and install ascend_ops.
 
 `ascend_ops._C` always holds the operator schemas (generated from
-op_plugin/config/ascend_ops.yaml), the shared validation and the CPU kernels.
+op_plugin/config/ascend_ops.yaml), the shared validation and the CPU kernels: their portable
+build for any CPU, and for an x86-64 target also the AVX2/AVX512 kernels (X86_ONLY_SOURCES),
+chosen by the target the compiler emits for (target_arch); an aarch64 build (an Atlas
+host) holds the portable code only.
 `ascend_ops._ascendc_sim` is the Ascend C kernels (ascendc_kernels/) built against the
 project's CPU simulator: plain C++, no torch headers, loaded with ctypes (impl="sim").
 `ascend_ops._cann_flce_tiling` is the FLCE op's TilingFunc (its op_host/_def.cpp, as
@@ -27,8 +30,10 @@ import importlib.metadata
 import importlib.util
 import os
 import pathlib
+import shlex
 import subprocess
 import sys
+import time
 import warnings
 
 # Importing torch with torch_npu installed but without CANN's libraries fails unless the
@@ -37,7 +42,7 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 import setuptools  # noqa: E402
 from setuptools import Extension, find_packages, setup  # noqa: E402
-from torch.utils.cpp_extension import BuildExtension, CppExtension  # noqa: E402
+from torch.utils.cpp_extension import BuildExtension, CppExtension, get_cxx_compiler  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "op_plugin"))
@@ -47,8 +52,81 @@ GENERATED = ROOT / "build" / "generated" / "register_schemas.cpp"
 GENERATED_NPU = ROOT / "build" / "generated" / "npu"
 
 
+# Python's own flags ask for -g; debug information for torch's inline templates took ~20 %
+# of a kernel file's compile time (batch_norm_stats.cpp: 5.2-5.5 s with -g0, 6.6-6.8 s
+# without, x86-64 gcc 12). ASCEND_OPS_DEBUG=1 builds with -O0 -g.
+NO_DEBUG_INFO = [] if os.environ.get("ASCEND_OPS_DEBUG") == "1" else ["-g0"]
+
+
+def progress(message: str) -> None:
+    """A line on the terminal while pip builds: pip shows the build's own output only with
+    -v, and a quiet build of several minutes looks hung. Falls back to stderr (which pip
+    shows with -v or on failure) where there is no terminal, as in CI."""
+    try:
+        with open("/dev/tty", "w") as tty:
+            tty.write(f"ascend_ops: {message}\n")
+    except OSError:
+        print(f"ascend_ops: {message}", file=sys.stderr, flush=True)
+
+
+class BuildWithProgress(BuildExtension):
+    """torch's BuildExtension (ninja, in parallel), saying which library it compiles and
+    how long each took."""
+
+    def build_extensions(self) -> None:
+        files = sum(len(ext.sources) for ext in self.extensions)
+        progress(f"compiling {files} C++ files into {len(self.extensions)} libraries for "
+                 f"{TARGET_ARCH} (3-4 min on 2 quiet cores, longer under load; "
+                 "`pip install -v` shows each compile)")
+        super().build_extensions()
+
+    def build_extension(self, ext: Extension) -> None:
+        start = time.monotonic()
+        progress(f"{ext.name}: {len(ext.sources)} files ...")
+        super().build_extension(ext)
+        progress(f"{ext.name}: done in {time.monotonic() - start:.0f} s")
+
+
 def relative(path: pathlib.Path) -> str:
     return str(path.relative_to(ROOT))
+
+
+# The sources compiled only for an x86-64 target: the AVX2 and AVX512 kernels (`#pragma GCC
+# target`, <immintrin.h>, x86 SLEEF symbols, _mm_prefetch) and the drivers of the own GEMMs,
+# which call nothing but them. The portable files name them only under
+# `#if ASCEND_OPS_X86_KERNELS` (op_plugin/csrc/cpu/isa_builds.h); tests/test_build_sources.py
+# checks that every file using x86 intrinsics is listed here.
+X86_ONLY_SOURCES = frozenset({
+    "op_plugin/csrc/cpu/gemm/avx512_kernels.cpp",
+    "op_plugin/csrc/cpu/gemm/bf16_gemm.cpp",
+    "op_plugin/csrc/cpu/gemm/avx2_kernels.cpp",
+    "op_plugin/csrc/cpu/gemm/avx2_gemm_kernels.cpp",
+    "op_plugin/csrc/cpu/gemm/avx2_gemm.cpp",
+    "op_plugin/csrc/cpu/batch_norm/batch_norm_loops_avx512.cpp",
+    "op_plugin/csrc/cpu/batch_norm/batch_norm_loops_avx2.cpp",
+})
+
+
+def target_arch() -> str:
+    """The CPU architecture the C++ compiler emits code for: "x86_64", "aarch64", ...
+
+    Asked of the compiler that torch's BuildExtension runs (get_cxx_compiler(): $CXX, else
+    c++) with -dumpmachine, because that is what the objects are built for: the build
+    host's platform.machine() differs from it whenever a cross compiler is used (the
+    aarch64 CI tool runs pip under qemu, where uname says aarch64, but a cross-building
+    setup on an x86 host would see x86_64).
+    """
+    command = shlex.split(get_cxx_compiler()) + ["-dumpmachine"]
+    try:
+        triple = subprocess.run(command, check=True, capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as error:
+        sys.exit(f"cannot ask the C++ compiler its target ({shlex.join(command)}): {error}")
+    arch = triple.split("-")[0]
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(arch, arch)
+
+
+TARGET_ARCH = target_arch()
+X86_KERNELS = TARGET_ARCH == "x86_64"
 
 
 def native_sources() -> list[str]:
@@ -57,7 +135,8 @@ def native_sources() -> list[str]:
     sources = sorted(csrc.glob("*.cpp")) + sorted((csrc / "cpu").glob("*/*.cpp"))
     # CANN's shape limits, plain C++: _C reports them on every build (ascend_ops.npu_limits).
     sources.append(csrc / "npu" / "builtin_limits.cpp")
-    return [relative(gen_registration.generate(GENERATED))] + [relative(p) for p in sources]
+    chosen = [relative(p) for p in sources if X86_KERNELS or relative(p) not in X86_ONLY_SOURCES]
+    return [relative(gen_registration.generate(GENERATED))] + chosen
 
 
 def simulator_extension() -> Extension:
@@ -71,7 +150,7 @@ def simulator_extension() -> Extension:
         "ascend_ops._ascendc_sim",
         [relative(p) for p in sources],
         include_dirs=[str(kernels / "sim" / "include")],  # absolute: ninja runs in build/
-        extra_compile_args=["-std=c++17", "-O2", "-pthread"],
+        extra_compile_args=["-std=c++17", "-O2", "-pthread", *NO_DEBUG_INFO],
         extra_link_args=["-pthread"],
         language="c++",
     )
@@ -100,14 +179,14 @@ def cann_tiling_extension() -> Extension | None:
         [relative(kernels / "cann_host" / "flce_tiling_host.cpp"),
          relative(op / "fused_linear_cross_entropy_loss_grad_def.cpp")],
         include_dirs=[str(kernels / "cann_host" / "include")] + [f[2:] for f in cflags if f.startswith("-I")],
-        extra_compile_args=[f for f in cflags if not f.startswith("-I")] + ["-O2"],
+        extra_compile_args=[f for f in cflags if not f.startswith("-I")] + ["-O2", *NO_DEBUG_INFO],
         extra_objects=[f for f in ldflags if f.endswith(".a")],
         extra_link_args=[f for f in ldflags if not f.endswith(".a")],
         language="c++",
     )
 
 
-extra_compile_args = ["-O3", "-fopenmp"]
+extra_compile_args = ["-O3", "-fopenmp", *NO_DEBUG_INFO]
 if os.environ.get("ASCEND_OPS_DEBUG") == "1":
     extra_compile_args = ["-O0", "-g", "-fopenmp"]
 
@@ -153,6 +232,7 @@ extensions = [
     CppExtension(
         "ascend_ops._C",
         native_sources(),
+        define_macros=[("ASCEND_OPS_X86_KERNELS", "1" if X86_KERNELS else "0")],
         extra_compile_args=extra_compile_args,
         extra_link_args=["-fopenmp"],
     ),
@@ -173,6 +253,6 @@ setup(
     python_requires=">=3.10",
     install_requires=["torch>=2.13,<2.14", "numpy"],
     ext_modules=extensions,
-    cmdclass={"build_ext": BuildExtension},
+    cmdclass={"build_ext": BuildWithProgress},
     zip_safe=False,
 )

@@ -174,7 +174,9 @@ def test_main_job_prints_a_passing_parity_table():
     out = result.stdout
     from ascend_ops import _C
 
-    assert "CPU: " in out and "amx_bf16 " in out and "avx512_bf16 " in out
+    from ascend_ops.cpu_info import cpu_info
+
+    assert f"CPU: {cpu_info().describe()}\n" in out  # x86 or aarch64 (test_cpu_info.py)
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("CPU GEMM engines"))
     # one line per kind of product; the subprocess measured for itself: any engine this CPU

@@ -5,7 +5,6 @@
 #include "cpu/gemm/avx512_kernels.h"
 #include "cpu/batch_norm/batch_norm_kernels.h"
 #include "cpu/batch_norm/batch_norm_loops.h"
-#include "cpu/gemm/bf16_gemm.h"
 #include "cpu/gemm/bf16_matrix.h"
 #include "cpu/gemm/gemm.h"
 #include "cpu/gemm/gemm_operands.h"
@@ -13,7 +12,8 @@
 #include "npu/builtin_limits_py.h"
 #include "validation.h"
 
-#include <torch/extension.h>
+#include <ATen/ops/empty.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace {
 
@@ -149,12 +149,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("eps"),
         "aten::batch_norm_stats on CPU before its outputs are rounded: float64 (mean, invstd).");
   m.def("cpu_batch_norm_engine", [] { return std::string(ascend_ops::cpu::bn_loops().engine); },
-        "The build of the batch-norm loops this CPU runs: 'avx512' or 'portable'.");
+        "The build of the batch-norm loops this CPU runs: 'avx512', 'avx2' or 'portable' "
+        "(only 'portable' in a build without the x86 kernels, such as aarch64's).");
   m.def("batch_norm_reduce_output_dtype", &ascend_ops::batch_norm_reduce_output_dtype,
         py::arg("input_dtype"), py::arg("mean_dtype"),
         "dtype of the batch_norm_reduce_backward sums, as the CPU and NPU kernels choose it.");
   m.def("cpu_avx512_kernels_supported", &ascend_ops::cpu::avx512_kernels_supported,
-        "Whether this CPU runs the bfloat16 fast path (AVX512-BF16).");
+        "Whether this CPU runs the bfloat16 fast path (AVX512-BF16); false in a build without "
+        "the x86 kernels.");
   m.def("cpu_gemm", &cpu_gemm, py::arg("a"), py::arg("b"), py::arg("engine") = py::none(),
         py::arg("accumulate_into") = py::none(), py::arg("rounded") = false,
         "a @ b in fp32 through the CPU GEMM layer, on `engine` (default: the kernels' choice); "

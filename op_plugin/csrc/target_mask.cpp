@@ -1,6 +1,6 @@
 #include "target_mask.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 namespace ascend_ops {
 

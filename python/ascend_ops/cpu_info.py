@@ -1,10 +1,14 @@
 """The CPU the kernels run on, and the GEMM engine they chose there.
 
-`cpu_info()` reads the model and the two ISA flags that decide which GEMM engines are fast
-(AMX-BF16: oneDNN's tile kernels; AVX512-BF16: the own kernel and oneDNN's AVX512 ones)
-from /proc/cpuinfo. `gemm_engine_report()` gives the engines the CPU kernels use for
-bfloat16, one per kind of product (fp32-out and rounded), and each engine's speed on each
-kind as measured once per process (docs/cpu_kernels.md).
+`cpu_info()` names the CPU from /proc/cpuinfo and reads the ISA flags that decide which
+CPU paths are fast. On x86 those are AMX-BF16 (oneDNN's tile kernels) and AVX512-BF16 (the
+own kernel and oneDNN's AVX512 ones), read from its `model name` and `flags`. An aarch64
+/proc/cpuinfo has neither: it gives `Features` and the MIDR fields `CPU implementer` and
+`CPU part`, which name the core (0x48/0xd01: an Atlas host's HiSilicon Kunpeng 920); the
+flags reported there are NEON (asimd), fp16 arithmetic (asimdhp), SVE and BF16 (the
+extension oneDNN's bf16 matmul needs on Arm). `gemm_engine_report()` gives the engines the
+CPU kernels use for bfloat16, one per kind of product (fp32-out and rounded), and each
+engine's speed on each kind as measured once per process (docs/cpu_kernels.md).
 """
 
 from __future__ import annotations
@@ -16,7 +20,34 @@ import platform
 
 from ._extension import native
 
-__all__ = ["CpuInfo", "cpu_info", "GEMM_KINDS", "GemmEngineReport", "gemm_engine_report"]
+__all__ = ["CpuInfo", "cpu_info", "parse_cpuinfo", "GEMM_KINDS", "GemmEngineReport",
+           "gemm_engine_report"]
+
+# aarch64 cores by MIDR_EL1 (implementer, part), as Linux's arch/arm64/include/asm/cputype.h
+# numbers them. An Atlas A2/A3 host is a Kunpeng 920; AWS Graviton 2/3/4 are Neoverse N1/V1/V2.
+_ARM_IMPLEMENTERS = {0x41: "Arm", 0x42: "Broadcom", 0x43: "Cavium", 0x46: "Fujitsu",
+                     0x48: "HiSilicon", 0x4E: "NVIDIA", 0x50: "APM", 0x51: "Qualcomm",
+                     0x61: "Apple", 0x70: "Phytium", 0xC0: "Ampere"}
+_ARM_PARTS = {
+    (0x48, 0xD01): "HiSilicon Kunpeng 920 (TaiShan v110)",
+    (0x48, 0xD02): "HiSilicon TaiShan v120",
+    (0x41, 0xD03): "Arm Cortex-A53",
+    (0x41, 0xD05): "Arm Cortex-A55",
+    (0x41, 0xD07): "Arm Cortex-A57",
+    (0x41, 0xD08): "Arm Cortex-A72",
+    (0x41, 0xD0B): "Arm Cortex-A76",
+    (0x41, 0xD0C): "Arm Neoverse N1",
+    (0x41, 0xD40): "Arm Neoverse V1",
+    (0x41, 0xD49): "Arm Neoverse N2",
+    (0x41, 0xD4F): "Arm Neoverse V2",
+    (0x41, 0xD84): "Arm Neoverse V3",
+    (0x41, 0xD8E): "Arm Neoverse N3",
+    (0x46, 0x001): "Fujitsu A64FX",
+    (0xC0, 0xAC3): "Ampere AmpereOne",
+}
+# The aarch64 Features that decide a CPU path: NEON, fp16 arithmetic, SVE, BF16.
+_ARM_FLAGS = ("asimd", "asimdhp", "sve", "bf16")
+_X86_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,29 +55,63 @@ class CpuInfo:
     model: str
     amx_bf16: bool
     avx512_bf16: bool
+    arch: str = "x86_64"
+    # The flags that matter on `arch`, in order: x86 amx_bf16, avx512_bf16; aarch64 asimd,
+    # asimdhp, sve, bf16.
+    flags: tuple[tuple[str, bool], ...] = ()
 
     def describe(self) -> str:
-        flags = ", ".join(f"{name} {'yes' if on else 'no'}" for name, on in
-                          (("amx_bf16", self.amx_bf16), ("avx512_bf16", self.avx512_bf16)))
-        return f"{self.model} ({flags})"
+        flags = self.flags or (("amx_bf16", self.amx_bf16), ("avx512_bf16", self.avx512_bf16))
+        listed = ", ".join(f"{name} {'yes' if on else 'no'}" for name, on in flags)
+        return f"{self.model} ({listed})" if self.arch == "x86_64" else \
+            f"{self.model} ({self.arch}: {listed})"
+
+
+def _arm_model(implementer: int | None, part: int | None) -> str:
+    if implementer is None or part is None:
+        return "unknown aarch64 CPU"
+    if (implementer, part) in _ARM_PARTS:
+        return _ARM_PARTS[implementer, part]
+    vendor = _ARM_IMPLEMENTERS.get(implementer, f"implementer {implementer:#04x}")
+    return f"{vendor} aarch64 CPU (part {part:#05x})"
+
+
+def parse_cpuinfo(text: str, fallback_model: str = "") -> CpuInfo:
+    """The first processor of a /proc/cpuinfo text: x86 (`model name`, `flags`) or aarch64
+    (`CPU implementer`, `CPU part`, `Features`), told apart by which fields it has."""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        key = key.strip()
+        if not sep:
+            continue
+        if key == "processor" and fields.get("processor") not in (None, value.strip()):
+            break  # the second processor: the first one's fields are all read
+        fields.setdefault(key, value.strip())
+    if "CPU implementer" in fields or "Features" in fields:
+        def hex_field(name: str) -> int | None:
+            try:
+                return int(fields[name], 16)
+            except (KeyError, ValueError):
+                return None
+        features = set(fields.get("Features", "").split())
+        return CpuInfo(_arm_model(hex_field("CPU implementer"), hex_field("CPU part")), False, False,
+                       arch="aarch64", flags=tuple((f, f in features) for f in _ARM_FLAGS))
+    flags = set(fields.get("flags", "").split())
+    model = fields.get("model name") or fallback_model or "unknown CPU"
+    return CpuInfo(model, "amx_bf16" in flags, "avx512_bf16" in flags, arch="x86_64",
+                   flags=tuple((f, f in flags) for f in _X86_FLAGS))
 
 
 def cpu_info() -> CpuInfo:
-    """Model name and flags of the first processor in /proc/cpuinfo (Linux); elsewhere the
-    platform's processor string and no flags."""
-    model, flags = platform.processor() or platform.machine(), set()
+    """Model and flags of the first processor in /proc/cpuinfo (Linux, x86 or aarch64);
+    elsewhere the platform's processor string and no flags."""
+    fallback = platform.processor() or platform.machine()
     try:
         text = pathlib.Path("/proc/cpuinfo").read_text()
     except OSError:
-        return CpuInfo(model, False, False)
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "model name":
-            model = value.strip()
-        elif key.strip() == "flags":
-            flags = set(value.split())
-            break
-    return CpuInfo(model, "amx_bf16" in flags, "avx512_bf16" in flags)
+        return CpuInfo(fallback, False, False, arch=platform.machine() or "unknown")
+    return parse_cpuinfo(text, fallback)
 
 
 GEMM_KINDS = ("fp32_out", "rounded")  # C fp32; half out for a K complete in one product

@@ -4,7 +4,7 @@
 
 #include "builtin_limits.h"
 
-#include <torch/extension.h>
+#include <torch/csrc/utils/pybind.h>
 
 namespace ascend_ops::npu {
 

@@ -4,7 +4,7 @@
 #include "../../aten_registration.h"
 #include "batch_norm_kernels.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
 #include <map>

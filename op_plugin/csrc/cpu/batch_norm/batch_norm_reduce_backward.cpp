@@ -17,7 +17,7 @@
 #include "batch_norm_kernels.h"
 #include "batch_norm_layout.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
 #include <c10/util/irange.h>
 #include <torch/library.h>

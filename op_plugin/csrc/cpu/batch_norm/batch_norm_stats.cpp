@@ -15,6 +15,8 @@
 #include "batch_norm_layout.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/irange.h>
 
 #include <algorithm>

@@ -5,7 +5,11 @@
 // Element-wise per row, one thread per row: bitwise the same for any thread count.
 #include "../../validation.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/log.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
 

@@ -35,7 +35,7 @@
 #include "../gemm/gemm.h"
 #include "../gemm/gemm_operands.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
 #include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 #include <torch/library.h>

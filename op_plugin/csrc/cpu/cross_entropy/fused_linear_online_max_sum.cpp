@@ -19,8 +19,10 @@
 #include "../gemm/gemm.h"
 #include "../gemm/gemm_operands.h"
 
-#include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <algorithm>

@@ -5,6 +5,7 @@
 #include "../gemm/gemm_operands.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <cmath>

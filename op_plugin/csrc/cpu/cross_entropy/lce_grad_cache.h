@@ -17,7 +17,7 @@
 // arguments; bfloat16 only, on whichever engine the GEMM layer runs it (lce_cache_engine).
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <optional>
 #include <string>

@@ -4,7 +4,7 @@
 #include "bf16_matrix.h"
 #include "gemm_operands.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>

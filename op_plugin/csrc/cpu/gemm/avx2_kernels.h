@@ -13,8 +13,12 @@
 namespace ascend_ops {
 namespace cpu {
 
-// True when this CPU runs AVX2 and FMA (cpu_features.cpp).
+// True when this CPU runs AVX2 and FMA (cpu_features.cpp; false in a build without the x86
+// kernels, cpu/isa_builds.h).
 bool avx2_kernels_supported();
+
+// True when this CPU runs F16C (the AVX2 batch-norm loops' float16 conversions).
+bool f16c_supported();
 
 namespace avx2 {
 

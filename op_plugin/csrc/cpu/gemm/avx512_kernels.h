@@ -21,6 +21,7 @@ constexpr int64_t kMr = 12;  // micro-tile rows: 12 x 2 zmm accumulators = 24 re
 constexpr int64_t kNr = 32;  // micro-tile columns: two zmm of 16 fp32
 
 // True when this CPU runs AVX512-F/BW/VL/DQ (cpu_features.cpp): the batch-norm loops' build.
+// Both are false in a build without the x86 kernels (cpu/isa_builds.h).
 bool avx512_core_supported();
 
 // True when it also runs AVX512-BF16: the kernels of this header.

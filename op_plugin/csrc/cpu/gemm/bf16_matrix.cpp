@@ -1,7 +1,10 @@
 #include "bf16_matrix.h"
 
+#include "../isa_builds.h"
+#if ASCEND_OPS_X86_KERNELS
 #include "avx2_kernels.h"
 #include "avx512_kernels.h"
+#endif
 
 #include <ATen/Parallel.h>
 #include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
@@ -15,15 +18,74 @@ namespace ascend_ops {
 namespace cpu {
 namespace {
 
-// Which build of the row kernels this CPU runs: AVX512-BF16 (avx512_kernels.h), AVX2 + FMA
-// (avx2_kernels.h) or the scalar loops below.
-enum class Isa { kAvx512, kAvx2, kScalar };
+// The scalar row kernels: the contracts of avx512_kernels.h with the same rounding (to
+// nearest even), for any CPU. In a build without the x86 kernels (aarch64) they are the
+// only ones, and GCC vectorises the loops it can for NEON itself (docs/cpu_kernels.md).
+void scalar_round_to_bf16(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t c = 0; c < n; ++c) {
+    dst[c] = c10::BFloat16(src[c]).x;  // round to nearest even
+  }
+}
 
-Isa row_kernel_isa() {
-  static const Isa isa = avx512_kernels_supported() ? Isa::kAvx512
-                         : avx2_kernels_supported() ? Isa::kAvx2
-                                                    : Isa::kScalar;
-  return isa;
+void scalar_logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
+                            float inv_sum, float scale, int64_t target, uint16_t* g) {
+  for (int64_t j = 0; j < cols; ++j) {
+    const float p = recompute ? std::exp(src[j] - row_max) * inv_sum : src[j];
+    g[j] = c10::BFloat16((p - (j == target ? 1.0f : 0.0f)) * scale).x;
+  }
+}
+
+float scalar_row_max(const float* row, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j) {
+    if (std::isnan(row[j])) return row[j];  // NaN in, NaN out, as torch.amax
+    m = std::max(m, row[j]);
+  }
+  return m;
+}
+
+double scalar_exp_sum(const float* row, int64_t n, float row_max) {
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    sum += std::exp(row[j] - row_max);
+  }
+  return sum;
+}
+
+void scalar_rescale_bf16(const uint16_t* src, int64_t n, float scale, uint16_t* dst) {
+  for (int64_t c = 0; c < n; ++c) {
+    dst[c] = c10::BFloat16(static_cast<float>(c10::BFloat16(src[c], c10::BFloat16::from_bits())) *
+                           scale)
+                 .x;
+  }
+}
+
+// One build of the row kernels.
+struct RowKernels {
+  void (*round)(const float* src, int64_t n, uint16_t* dst);
+  void (*logits_grad)(const float* src, int64_t cols, bool recompute, float row_max,
+                      float inv_sum, float scale, int64_t target, uint16_t* g);
+  float (*max)(const float* row, int64_t n);
+  double (*sum_exp)(const float* row, int64_t n, float row_max);
+  void (*rescale)(const uint16_t* src, int64_t n, float scale, uint16_t* dst);
+};
+
+// The build this CPU runs: AVX512-BF16 (avx512_kernels.h), AVX2 + FMA (avx2_kernels.h), or
+// the scalar loops above.
+const RowKernels& row_kernels() {
+  static const RowKernels scalar{scalar_round_to_bf16, scalar_logits_grad_row, scalar_row_max,
+                                 scalar_exp_sum, scalar_rescale_bf16};
+#if ASCEND_OPS_X86_KERNELS
+  static const RowKernels avx512{round_to_bf16, logits_grad_row, row_max, exp_sum, rescale_bf16};
+  static const RowKernels avx2{avx2::round_to_bf16, avx2::logits_grad_row, avx2::row_max,
+                               avx2::exp_sum, avx2::rescale_bf16};
+  static const RowKernels& chosen = avx512_kernels_supported() ? avx512
+                                    : avx2_kernels_supported() ? avx2
+                                                               : scalar;
+  return chosen;
+#else
+  return scalar;
+#endif
 }
 
 }  // namespace
@@ -38,76 +100,24 @@ const uint16_t* bf16_bits(const at::Tensor& t) {
 
 void round_rows(const float* src, int64_t rows, int64_t cols, int64_t ld_src, uint16_t* dst,
                 int64_t ld_dst) {
-  const Isa isa = row_kernel_isa();
+  const auto round = row_kernels().round;
   const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, cols));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const float* s = src + r * ld_src;
-      uint16_t* d = dst + r * ld_dst;
-      if (isa == Isa::kAvx512) {
-        round_to_bf16(s, cols, d);
-        continue;
-      }
-      if (isa == Isa::kAvx2) {
-        avx2::round_to_bf16(s, cols, d);
-        continue;
-      }
-      for (int64_t c = 0; c < cols; ++c) {
-        d[c] = c10::BFloat16(s[c]).x;  // round to nearest even
-      }
+      round(src + r * ld_src, cols, dst + r * ld_dst);
     }
   });
 }
 
 void write_logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
                            float inv_sum, float scale, int64_t target, uint16_t* g) {
-  switch (row_kernel_isa()) {
-    case Isa::kAvx512:
-      logits_grad_row(src, cols, recompute, row_max, inv_sum, scale, target, g);
-      return;
-    case Isa::kAvx2:
-      avx2::logits_grad_row(src, cols, recompute, row_max, inv_sum, scale, target, g);
-      return;
-    case Isa::kScalar:
-      break;
-  }
-  for (int64_t j = 0; j < cols; ++j) {
-    const float p = recompute ? std::exp(src[j] - row_max) * inv_sum : src[j];
-    g[j] = c10::BFloat16((p - (j == target ? 1.0f : 0.0f)) * scale).x;
-  }
+  row_kernels().logits_grad(src, cols, recompute, row_max, inv_sum, scale, target, g);
 }
 
-float logits_row_max(const float* row, int64_t n) {
-  switch (row_kernel_isa()) {
-    case Isa::kAvx512:
-      return row_max(row, n);
-    case Isa::kAvx2:
-      return avx2::row_max(row, n);
-    case Isa::kScalar:
-      break;
-  }
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) {
-    if (std::isnan(row[j])) return row[j];  // NaN in, NaN out, as torch.amax
-    m = std::max(m, row[j]);
-  }
-  return m;
-}
+float logits_row_max(const float* row, int64_t n) { return row_kernels().max(row, n); }
 
 double logits_exp_sum(const float* row, int64_t n, float row_max) {
-  switch (row_kernel_isa()) {
-    case Isa::kAvx512:
-      return exp_sum(row, n, row_max);
-    case Isa::kAvx2:
-      return avx2::exp_sum(row, n, row_max);
-    case Isa::kScalar:
-      break;
-  }
-  double sum = 0.0;
-  for (int64_t j = 0; j < n; ++j) {
-    sum += std::exp(row[j] - row_max);
-  }
-  return sum;
+  return row_kernels().sum_exp(row, n, row_max);
 }
 
 int64_t scratch_ld(int64_t n) {
@@ -141,25 +151,11 @@ void transpose_bf16(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld_
 
 void rescale_rows_bf16(const uint16_t* src, int64_t rows, int64_t cols, int64_t ld_src,
                        const float* row_scale, uint16_t* dst, int64_t ld_dst) {
-  const Isa isa = row_kernel_isa();
+  const auto rescale = row_kernels().rescale;
   const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, cols));
   at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const uint16_t* s = src + r * ld_src;
-      uint16_t* d = dst + r * ld_dst;
-      if (isa == Isa::kAvx512) {
-        rescale_bf16(s, cols, row_scale[r], d);
-        continue;
-      }
-      if (isa == Isa::kAvx2) {
-        avx2::rescale_bf16(s, cols, row_scale[r], d);
-        continue;
-      }
-      for (int64_t c = 0; c < cols; ++c) {
-        d[c] = c10::BFloat16(static_cast<float>(c10::BFloat16(s[c], c10::BFloat16::from_bits())) *
-                             row_scale[r])
-                   .x;
-      }
+      rescale(src + r * ld_src, cols, row_scale[r], dst + r * ld_dst);
     }
   });
 }

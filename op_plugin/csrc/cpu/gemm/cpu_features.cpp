@@ -1,3 +1,7 @@
+// Which x86 kernels this CPU runs. The questions are asked on every build; a build without
+// the x86 kernels (cpu/isa_builds.h) answers no, and names no x86 builtin
+// (__builtin_cpu_supports is x86-only in GCC before 14).
+#include "../isa_builds.h"
 #include "avx2_kernels.h"
 #include "avx512_kernels.h"
 
@@ -5,20 +9,41 @@ namespace ascend_ops {
 namespace cpu {
 
 bool avx512_core_supported() {
+#if ASCEND_OPS_X86_KERNELS
   static const bool supported =
       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   return supported;
+#else
+  return false;
+#endif
 }
 
 bool avx512_kernels_supported() {
+#if ASCEND_OPS_X86_KERNELS
   static const bool supported = avx512_core_supported() && __builtin_cpu_supports("avx512bf16");
   return supported;
+#else
+  return false;
+#endif
 }
 
 bool avx2_kernels_supported() {
+#if ASCEND_OPS_X86_KERNELS
   static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return supported;
+#else
+  return false;
+#endif
+}
+
+bool f16c_supported() {
+#if ASCEND_OPS_X86_KERNELS
+  static const bool supported = __builtin_cpu_supports("f16c");
+  return supported;
+#else
+  return false;
+#endif
 }
 
 }  // namespace cpu

@@ -1,13 +1,22 @@
 #include "gemm.h"
 
-#include "avx2_gemm.h"
+#include "../isa_builds.h"
 #include "avx2_kernels.h"
-#include "bf16_gemm.h"
+#include "avx512_kernels.h"
 #include "bf16_matrix.h"
 #include "gemm_operands.h"
 #include "mkl_gemm.h"
+#if ASCEND_OPS_X86_KERNELS
+#include "avx2_gemm.h"
+#include "bf16_gemm.h"
+#endif
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/randn.h>
 
 #include <algorithm>
 #include <chrono>
@@ -45,19 +54,31 @@ class MatmulPrecisionGuard {
   at::Float32Precision saved_ = at::Float32Precision::NONE;
 };
 
-// oneDNN's bf16 kernels need AVX512 BW/VL/DQ (AVX512-BF16 and AMX make them faster);
-// without them oneDNN would emulate, and the engine is not offered.
+// The onednn engine is offered where torch itself sends bf16 matmuls to oneDNN: torch's
+// mkldnn::_is_mkldnn_bf16_supported, the device check of its own bf16 matmul dispatch
+// (x86: AVX512 BW/VL/DQ, on which AVX512-BF16 and AMX make oneDNN faster; aarch64: the
+// BF16 extension, where oneDNN runs Arm's Compute Library). Elsewhere oneDNN would not run
+// the product at all (ATen's own bf16 loops would, or an fp32 GEMM, as portable), so the
+// engine is not offered: a Kunpeng 920 (Armv8.2, no BF16) has portable only. Asking torch
+// rather than the CPU's flags keeps the two decisions one.
 bool onednn_bf16_supported() {
-  static const bool supported = at::hasMKLDNN() && __builtin_cpu_supports("avx512bw") &&
-                                __builtin_cpu_supports("avx512vl") &&
-                                __builtin_cpu_supports("avx512dq");
+  static const bool supported = [] {
+    if (!at::hasMKLDNN()) {
+      return false;
+    }
+    const auto op =
+        c10::Dispatcher::singleton().findSchema({"mkldnn::_is_mkldnn_bf16_supported", ""});
+    return op.has_value() && op->typed<bool()>().call();
+  }();
   return supported;
 }
 
+#if ASCEND_OPS_X86_KERNELS
 Bf16View bf16_view(const at::Tensor& t) {
   return Bf16View{reinterpret_cast<const uint16_t*>(t.const_data_ptr<at::BFloat16>()),
                   t.stride(0), t.stride(1)};
 }
+#endif
 
 double seconds_of(const std::function<void()>& run) {
   const auto start = std::chrono::steady_clock::now();
@@ -257,12 +278,14 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
                         c.scalar_type() == at::kFloat && (c.size(1) <= 1 || c.stride(1) == 1));
   TORCH_INTERNAL_ASSERT(engine_usable(engine, a.half().scalar_type()),
                         "gemm: engine ", engine_name(engine), " cannot run this dtype here");
+#if ASCEND_OPS_X86_KERNELS
   if (is_own_gemm(engine)) {  // the own GEMMs share one signature
     const auto own_gemm = engine == GemmEngine::kAvx2 ? avx2_bf16_gemm : bf16_gemm;
     own_gemm(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
              c.mutable_data_ptr<float>(), c.stride(0), accumulate);
     return;
   }
+#endif
   if (engine == GemmEngine::kMkl) {
     // MKL reads the bf16 operands in place, within the contract (gemm_operands.h): a padded
     // view whose padding is not zero is multiplied from a dense copy.
@@ -295,6 +318,7 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
                         (out.size(1) <= 1 || out.stride(1) == 1));
   TORCH_INTERNAL_ASSERT(engine_usable(engine, a.half().scalar_type()),
                         "gemm_rounded: engine ", engine_name(engine), " cannot run this dtype here");
+#if ASCEND_OPS_X86_KERNELS
   if (is_own_gemm(engine)) {
     const auto own_gemm_rounded =
         engine == GemmEngine::kAvx2 ? avx2_bf16_gemm_rounded : bf16_gemm_rounded;
@@ -302,6 +326,7 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
                      bf16_bits(out), out.stride(0));
     return;
   }
+#endif
   if (engine == GemmEngine::kMkl) {
     const at::Tensor a_half = engine_ready(a.half());
     const at::Tensor b_half = engine_ready(b.half());

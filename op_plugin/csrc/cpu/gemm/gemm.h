@@ -35,7 +35,7 @@
 
 #include "engine_switch.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <functional>
 #include <memory>

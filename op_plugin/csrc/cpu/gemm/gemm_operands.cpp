@@ -1,5 +1,6 @@
 #include "gemm_operands.h"
 
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <cstring>

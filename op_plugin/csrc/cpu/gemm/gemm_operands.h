@@ -15,7 +15,7 @@
 
 #include "engine_switch.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 namespace ascend_ops {
 namespace cpu {

@@ -5,7 +5,7 @@
 // for ATen's fp32 GEMM on fp32 copies (docs/cpu_kernels.md), with no fp32 copy at all.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 namespace ascend_ops {
 namespace cpu {
