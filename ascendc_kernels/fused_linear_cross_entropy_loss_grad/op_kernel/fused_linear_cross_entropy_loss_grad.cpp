@@ -83,11 +83,11 @@ class CubeSide {
       logitsGm_.SetGlobalBuffer((__gm__ float*)(user + GetBlockIdx() * t_.ringBytes), 2 * t_.logitsSlotBytes / sizeof(float));
       for (int b = 0; b < 2; ++b)
         gWindowGm_[b].SetGlobalBuffer((__gm__ T*)(user + t_.gOffset + b * t_.gWindowBytes), t_.gWindowBytes / sizeof(T));
-      gradGm_.SetGlobalBuffer((__gm__ GradT*)(user + t_.accOffset), (t_.bt + t_.v) * t_.h);  // acc_x, then acc_w
+      cGm_.SetGlobalBuffer((__gm__ GradT*)(user + t_.accOffset), (t_.bt + t_.v) * t_.h);  // acc_x, then acc_w
       RunMemorySaving();
     } else {
       gWindowGm_[0].SetGlobalBuffer((__gm__ T*)softmax, t_.bt * 2 * t_.v);  // G over the softmax: row pitch 2V
-      gradGm_.SetGlobalBuffer((__gm__ GradT*)inputGrad, t_.bt * t_.h);
+      cGm_.SetGlobalBuffer((__gm__ GradT*)inputGrad, t_.bt * t_.h);
       weightGradGm_.SetGlobalBuffer((__gm__ GradT*)weightGrad, t_.v * t_.h);
       RunHighPerformance();
     }
@@ -146,14 +146,14 @@ class CubeSide {
       inputGradMm_.SetSingleShape(tile.rows, tile.cols, tile.k);
       inputGradMm_.SetTensorA(g[(tile.row0 - w.row0) * pitch]);
       inputGradMm_.SetTensorB(wGm_[tile.k0 * t_.h + tile.col0]);
-      inputGradMm_.IterateAll(gradGm_[tile.row0 * t_.h + tile.col0], add);
+      inputGradMm_.IterateAll(cGm_[tile.row0 * t_.h + tile.col0], add);
       inputGradMm_.End();
     } else {
       weightGradMm_.SetOrgShape(pitch, t_.h, tile.k, tile.k);  // A = G_winᵀ: its pitch is orgM
       weightGradMm_.SetSingleShape(tile.rows, tile.cols, tile.k);
       weightGradMm_.SetTensorA(g[tile.row0 - w.col0], true);
       weightGradMm_.SetTensorB(xGm_[tile.k0 * t_.h + tile.col0]);
-      weightGradMm_.IterateAll(gradGm_[(t_.bt + tile.row0) * t_.h + tile.col0], add);
+      weightGradMm_.IterateAll(cGm_[(t_.bt + tile.row0) * t_.h + tile.col0], add);
       weightGradMm_.End();
     }
   }
@@ -168,7 +168,7 @@ class CubeSide {
       inputGradMm_.SetSingleShape(tile.rows, tile.cols, tile.k);
       inputGradMm_.SetTensorA(g[tile.row0 * pitch]);
       inputGradMm_.SetTensorB(wGm_[tile.col0]);
-      inputGradMm_.IterateAll(gradGm_[tile.row0 * t_.h + tile.col0]);
+      inputGradMm_.IterateAll(cGm_[tile.row0 * t_.h + tile.col0]);
       inputGradMm_.End();
     } else {
       weightGradMm_.SetOrgShape(pitch, t_.h, t_.bt, t_.bt);  // A = Gᵀ: its pitch is orgM
@@ -186,7 +186,9 @@ class CubeSide {
   MatmulImpl<AType, BType, GradType> inputGradMm_, weightGradMm_;
   GlobalTensor<T> xGm_, wGm_, gWindowGm_[2];
   GlobalTensor<float> logitsGm_;
-  GlobalTensor<GradT> gradGm_, weightGradGm_;
+  // The backward tiles' C: the fp32 accumulators [BT + V, H] (memory-saving), or input_grad
+  // and weight_grad themselves (high-performance).
+  GlobalTensor<GradT> cGm_, weightGradGm_;
 };
 
 // ---- the vector cores ---------------------------------------------------------------

@@ -119,7 +119,9 @@ def cann_flce_workspace_bytes(bt: int, h: int, v: int, mode: int, cores: int = 2
     :89-92, :120-121, :151, :204-206, :283-286): wsNum buffers of max(V, BT) (each rounded
     up to 16) x baseM halves, wsNum = min((2·cores − 2) // ceil(H / baseN) + 2,
     max(ceil(BT / baseM), ceil(V / baseM))), baseM x baseN = 128 x 256, or 256 x 128 from
-    BT = 23296 on. Both plus GetLibApiWorkSpaceSize() (16 MiB on A2/A3)."""
+    BT = 23296 on. Both plus GetLibApiWorkSpaceSize() (16 MiB on A2/A3). The formula only:
+    CANN's high-performance TilingFunc refuses some shapes outright (V > 24528 on A2/A3,
+    docs/npu.md)."""
     sys_bytes = 16 << 20
     if mode == 0:
         return sys_bytes + 2 * cores * (128 * 256 + 128 * h + 256 * h) * 4 + (bt + v) * h * 4
