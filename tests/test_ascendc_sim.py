@@ -87,6 +87,9 @@ GM_RULES = {
                                      "reads GM 'marks' bytes [128, 192) in the 64-byte data-cache line (its bytes "
                                      "[128, 192)) that block 2 wrote with GlobalTensor::SetValue and has not written "
                                      "back"),
+    "dma_reads_its_own_line_not_cleaned": (4, "block 2/3", "DataCopy(GM->UB)",
+                                           "reads GM 'marks' bytes [128, 192) in the 64-byte data-cache line (its "
+                                           "bytes [128, 192)) that this core wrote with GlobalTensor::SetValue"),
     # E: the write-back of a dirty line carries all 64 bytes.
     "dma_writes_a_line_another_core_holds_dirty": (2, "block 0/3", "DataCopy(UB->GM)",
                                                    "writes GM 'out' bytes [0, 64) in the 64-byte data-cache line (its "

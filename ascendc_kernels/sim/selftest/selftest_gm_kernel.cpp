@@ -3,8 +3,8 @@
 // with a scalar store (GlobalTensor::SetValue) and cleans it (DataCacheCleanAndInvalid),
 // SyncAll, then copies its neighbour's line in (DMA) and writes twice it to its own line
 // of `out`. Rules (tests/test_ascendc_sim.py):
-//   A: a DMA reads a line another core wrote with SetValue and did not clean (the value
-//      is still in that core's data cache);
+//   A: a DMA reads a line a core (another, or its own) wrote with SetValue and did not
+//      clean (the value is still in that core's data cache);
 //   E: a DMA writes into a line another core holds dirty in its data cache (that line's
 //      write-back, all 64 bytes, would overwrite it);
 //   D: two blocks write the same output bytes with nothing ordering them.
@@ -23,6 +23,7 @@ enum GmBug : int32_t {
   kDmaReadsUncleanedLine,  // A: the last block skips its clean; its neighbour copies the line in
   kDmaWritesDirtyLine,     // E: the last block SetValues into block 0's out line; block 0 copies out over it
   kTwoBlocksOneOutput,     // D: the last block writes block 0's out line too
+  kDmaReadsOwnLine,        // A: every block copies its own line in; the last one skipped its clean
 };
 
 constexpr uint32_t kLineFloats = 16;  // one 64-byte data-cache line
@@ -44,13 +45,14 @@ extern "C" __global__ __aicore__ void selftest_gm(GM_ADDR marks, GM_ADDR out, GM
   pipe.InitBuffer(outQue, 1, kLineFloats * sizeof(float));
 
   markGm.SetValue(b * kLineFloats, static_cast<float>(b + 1));
-  if (!(last && bug == kDmaReadsUncleanedLine))
+  if (!(last && (bug == kDmaReadsUncleanedLine || bug == kDmaReadsOwnLine)))
     DataCacheCleanAndInvalid<float, CacheLine::SINGLE_CACHE_LINE, DcciDst::CACHELINE_OUT>(markGm[b * kLineFloats]);
   if (last && bug == kDmaWritesDirtyLine) outGm.SetValue(kLineFloats - 1, -1.0f);  // not cleaned
   SyncAll();
 
   LocalTensor<float> x = inQue.AllocTensor<float>();
-  DataCopy(x, markGm[(b + 1) % n * kLineFloats], kLineFloats);
+  const int64_t source = bug == kDmaReadsOwnLine ? b : (b + 1) % n;
+  DataCopy(x, markGm[source * kLineFloats], kLineFloats);
   inQue.EnQue(x);
   x = inQue.DeQue<float>();
   LocalTensor<float> y = outQue.AllocTensor<float>();

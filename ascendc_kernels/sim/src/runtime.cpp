@@ -88,11 +88,11 @@ void DataCacheCheck(Launch& l, const GmRegion& r, const uint8_t* q, uint64_t byt
   for (uint64_t line = first; line <= last; ++line) {
     const auto it = l.dirty_lines.find(line);
     const uint32_t owner = it == l.dirty_lines.end() ? 0 : it->second;
-    if (owner == c.thread + 1) continue;  // this core's own cached line
+    if (owner == c.thread + 1 && scalar) continue;  // the scalar unit sees its own data cache
     const std::string where = "GM '" + r.name + "' bytes [" + std::to_string(q - r.begin) + ", " +
                               std::to_string(q - r.begin + bytes) + ")";
     if (owner != 0) {
-      const std::string holder = l.thread_names[owner - 1];
+      const std::string holder = owner == c.thread + 1 ? "this core" : l.thread_names[owner - 1];
       const std::string line_text = "64-byte data-cache line (its bytes " + LineText(r, line) + ")";
       if (access == GmAccess::Read)
         Fail(std::string(scalar ? "the scalar unit" : "a DMA") + " reads " + where + " in the " + line_text +
