@@ -118,28 +118,76 @@ def test_bn_tiling_keys_and_rejections():
     assert b"32-bit" in bn_tiling(2, 1 << 20, 1 << 12).error
 
 
-def test_flce_tasks_cover_bt_by_v_over_the_cube_cores():
-    t = flce_tiling(300, 64, 611)  # 3 x 3 tasks of 128 rows x 256 columns, the last ones shorter
+def Platform910B(**changes) -> _sim.PlatformFacts:
+    facts = _sim.platform_910b()
+    for name, value in changes.items():
+        setattr(facts, name, value)
+    return facts
+
+
+def _window_bytes(d, elem):
+    """What a window keeps in L2 (FlceWindowBlocks): x and fp32 input_grad rows, w and fp32
+    weight_grad rows, the two window G buffers."""
+    return (d.windowRowBlocks * 128 + d.windowColBlocks * 256) * d.h * (elem + 4) + \
+        2 * d.windowRowBlocks * 128 * d.windowColBlocks * 256 * elem
+
+
+@pytest.mark.parametrize("h,window", [(4096, (8, 8)), (8192, (7, 4)), (5120, (8, 7)), (256, (8, 8))])
+def test_flce_windows_are_the_most_tasks_that_stay_in_half_the_l2(h, window):
+    t = flce_tiling(65536, h, 152064, dtype=2)
     d = t.data
-    assert (d.rowBlock, d.colBlock, d.rowBlocks, d.colBlocks, d.tasks) == (128, 256, 3, 3, 9)
-    assert t.block_dim == d.cubeCores == 9  # fewer tasks than the 24 cube cores
-    big = flce_tiling(4096, 64, 32_000)
-    assert big.data.tasks == 32 * 125 and big.block_dim == 24
-    few = flce_tiling(4096, 64, 32_000, platform=Platform(192 * 1024, 32, 256, 10, 5))
-    assert few.block_dim == 5
+    assert (d.rowBlock, d.colBlock, d.rowBlocks, d.colBlocks) == (128, 256, 512, 594)
+    assert (d.windowRowBlocks, d.windowColBlocks) == window
+    assert (d.windowRows, d.windowCols, d.windows) == (-(-512 // window[0]), -(-594 // window[1]),
+                                                     -(-512 // window[0]) * -(-594 // window[1]))
+    assert _window_bytes(d, 2) <= A2.l2Bytes // 2
+    # One more task row or column would not fit (or the 8 x 8 cap holds).
+    for grow in ((1, 0), (0, 1)):
+        r, c = window[0] + grow[0], window[1] + grow[1]
+        bigger = (r * 128 + c * 256) * h * 6 + 2 * r * 128 * c * 256 * 2
+        assert r * c <= window[0] * window[1] or max(r, c) > 8 or bigger > A2.l2Bytes // 2
 
 
-def test_flce_workspace_is_a_bounded_ring_plus_the_accumulators():
-    for mode, slot in ((0, 128 * 256 * (4 + 2)), (1, 128 * 256 * 2)):
-        small, big = flce_tiling(300, 64, 611, mode=mode), flce_tiling(100_000, 64, 150_000, mode=mode)
-        for t in (small, big):
-            d = t.data
-            assert d.ringBytes == 2 * slot  # two slots, whatever BT and V
-            assert d.accOffset == d.cubeCores * d.ringBytes
-            assert d.userWorkspaceBytes == d.accOffset + (d.bt + d.v) * d.h * 4  # fp32 [BT + V, H]
-            assert t.workspace_bytes == t.sys_workspace_bytes + d.userWorkspaceBytes
-        assert big.data.accOffset == 24 * 2 * slot  # no [BT, V] buffer in either mode
-    assert flce_tiling(300, 64, 611, mode=1).data.logitsSlotBytes == 0  # softmax is read directly
+def test_flce_windows_follow_the_l2_and_not_the_core_count():
+    base = flce_tiling(8192, 4096, 32000, dtype=2).data
+    half_l2 = flce_tiling(8192, 4096, 32000, dtype=2, platform=Platform910B(l2Bytes=A2.l2Bytes // 2)).data
+    assert (half_l2.windowRowBlocks * half_l2.windowColBlocks) < (base.windowRowBlocks * base.windowColBlocks)
+    assert _window_bytes(half_l2, 2) <= A2.l2Bytes // 4
+    few = flce_tiling(8192, 4096, 32000, dtype=2, platform=Platform910B(aiCores=5, vectorCores=10))
+    assert (few.data.windowRowBlocks, few.data.windowColBlocks) == (base.windowRowBlocks, base.windowColBlocks)
+    assert few.block_dim == 5 and base.cubeCores == 24
+
+
+def test_flce_cube_cores_are_the_chip_s_or_the_items_of_a_step():
+    small = flce_tiling(1, 16, 10)  # one task, then one tile of each GEMM: 2 cores are all a step uses
+    assert small.block_dim == small.data.cubeCores == 2
+    assert flce_tiling(1, 16, 10, mode=1).block_dim == 2  # one tile of each GEMM
+    assert flce_tiling(300, 64, 611).block_dim == 9  # 3 x 3 tasks; 3 + 5 tiles
+    assert flce_tiling(8192, 4096, 32000).block_dim == 24
+
+
+def test_flce_workspace_rings_g_windows_accumulators_and_the_report():
+    for bt, h, v in ((300, 64, 611), (100_000, 64, 150_000), (8192, 4096, 32000)):
+        ms = flce_tiling(bt, h, v, dtype=2, mode=0)
+        d = ms.data
+        assert d.logitsSlotBytes == 128 * 256 * 4 and d.ringBytes == 2 * d.logitsSlotBytes  # whatever BT and V
+        assert d.gOffset == d.cubeCores * d.ringBytes
+        assert d.gWindowBytes == d.windowRowBlocks * 128 * d.windowColBlocks * 256 * 2
+        assert d.accOffset == d.gOffset + 2 * d.gWindowBytes
+        assert d.reportOffset == d.accOffset + -(-(bt + v) * h * 4 // 512) * 512  # fp32 [BT + V, H]
+        assert d.userWorkspaceBytes == d.reportOffset + 512  # an int64 per vector core
+        assert ms.workspace_bytes == ms.sys_workspace_bytes + d.userWorkspaceBytes
+        hp = flce_tiling(bt, h, v, dtype=2, mode=1)  # G goes over the softmax: only the report
+        assert hp.data.userWorkspaceBytes == 512 and hp.data.reportOffset == 0
+
+
+def test_flce_window_g_stays_within_cann_s_per_core_partials():
+    # Tiny H: CANN's kernel keeps 2 x cores x 384 x H fp32 of partials; our two window G
+    # buffers stay within that, down to one task per window.
+    for h, cores in ((8, 24), (100, 24), (40, 4)):
+        d = flce_tiling(65536, h, 152064, platform=Platform910B(aiCores=cores, vectorCores=2 * cores)).data
+        assert 2 * d.gWindowBytes <= max(2 * cores * 384 * h * 4, 2 * 128 * 256 * 2)
+    assert (flce_tiling(65536, 1, 152064).data.windowRowBlocks, flce_tiling(65536, 1, 152064).data.windowColBlocks) == (1, 1)
 
 
 # The three Matmul tilings come from CANN's own library through the TilingFunc, not from
@@ -148,12 +196,17 @@ def test_flce_workspace_is_a_bounded_ring_plus_the_accumulators():
 
 def test_flce_vector_tiles_fit_ub():
     for h in (1, 24, 2048, 5000):
-        d = flce_tiling(10, h, 300).data
+        d = flce_tiling(10, h, 300).data  # memory-saving: logits G tiles, accumulator casts, the report
         g_tile = 2 * d.gTileRows * d.colBlock * (4 + 2)
         pitch32, pitch16 = -(-d.castCols // 8) * 8, -(-d.castCols // 16) * 16
-        cast = d.castRows * (2 * pitch32 * 4 + 2 * pitch16 * 2 + pitch32 * 4)
-        assert g_tile + cast <= 192 * 1024
+        cast = d.castRows * (2 * pitch32 * 4 + 2 * pitch16 * 2)
+        assert g_tile + cast + 32 <= 192 * 1024
         assert d.castCols == min(h, 2048) and d.castRows >= 1
+    for v in (1, 300, 32000, 152064):
+        for dtype in (1, 2):
+            d = flce_tiling(10, 16, v, dtype=dtype, mode=1).data  # high-performance: softmax row chunks
+            assert d.chunkCols % 16 == 0 and d.chunkCols >= min(v, 64)
+            assert 2 * d.chunkCols * (4 + 2) + 32 <= 192 * 1024
 
 
 KERNELS = pathlib.Path(__file__).resolve().parents[1] / "ascendc_kernels"

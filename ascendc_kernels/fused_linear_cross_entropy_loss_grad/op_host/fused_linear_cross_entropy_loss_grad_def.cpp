@@ -29,9 +29,10 @@
 namespace optiling {
 
 // One Matmul's TCubeTiling from CANN's tiling library: one core, A/B in GM (ND, the input
-// dtype, B transposed for the logits, A transposed for Gᵀ·x_b), C fp32 in GM, the task's
-// shape, the request's fixed base block (clamped to the problem by FlceMatmulRequests),
-// M-first traversal, and the object's L1 budget within the L1 the chip reports.
+// dtype, B transposed for the logits, A transposed for Gᵀ·x), C in GM (fp32, or the input
+// dtype for high-performance mode's outputs), the block's shape, the request's fixed base
+// block (clamped to the problem by FlceMatmulRequests), M-first traversal, and the
+// object's L1 budget within the L1 the chip reports.
 static bool CannCubeTiling(const platform_ascendc::PlatformAscendC& ascendc, uint64_t chipL1,
                            const ascend_ops_kernels::FlceMatmulRequest& r, bool transA, bool transB,
                            matmul_tiling::DataType dtype, AscendC::tiling::TCubeTiling& out) {
@@ -39,7 +40,8 @@ static bool CannCubeTiling(const platform_ascendc::PlatformAscendC& ascendc, uin
   if (mm.SetDim(1) != 0) return false;
   mm.SetAType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, dtype, transA);
   mm.SetBType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, dtype, transB);
-  mm.SetCType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND, matmul_tiling::DataType::DT_FLOAT);
+  mm.SetCType(matmul_tiling::TPosition::GM, matmul_tiling::CubeFormat::ND,
+              r.cInInputDtype ? dtype : matmul_tiling::DataType::DT_FLOAT);
   mm.SetBias(false);
   if (mm.SetShape(r.m, r.n, r.k) != 0 || mm.SetOrgShape(r.m, r.n, r.k) != 0) return false;
   // A refused SetFixSplit or SetBufferSpace would be silently ignored by GetTiling.
@@ -52,6 +54,11 @@ static bool CannCubeTiling(const platform_ascendc::PlatformAscendC& ascendc, uin
 
 enum FlceInput : size_t { kGrad = 0, kInput, kWeight, kTargetMask, kMaskedTarget, kLogitsMax, kSumExpLogits, kSoftmax };
 
+// Deterministic always, so there is no setting to read: CANN's own FLCE TilingFunc (ops-nn
+// v9.0.0 op_host/fused_linear_cross_entropy_loss_grad_tiling.cpp) reads none either -- its
+// kernels are deterministic by construction (fixed-order sums of per-core partials) -- and
+// ours costs nothing to keep so (output-stationary GEMMs, one writer per accumulator tile
+// and step: the result does not depend on the schedule, nor on the core count).
 static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingContext* context) {
   const float labelSmoothing = *context->GetAttrs()->GetAttrPointer<float>(0);
   if (labelSmoothing != 0.0f) return ge::GRAPH_FAILED;  // SPEC §1: only 0.0 is supported
@@ -103,7 +110,7 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   // The three Matmul tilings from CANN's library, then checked against the chip's cube
   // buffers (the plain tiling leaves them to this call).
   ascend_ops_kernels::FlceMatmulRequest requests[3];
-  ascend_ops_kernels::FlceMatmulRequests(static_cast<int32_t>(shape.h), requests);
+  ascend_ops_kernels::FlceMatmulRequests(tiling.data, requests);
   const auto dtype = shape.dtype == ascend_ops_kernels::kBFloat16 ? matmul_tiling::DataType::DT_BF16
                                                                   : matmul_tiling::DataType::DT_FLOAT16;
   auto& d = tiling.data;

@@ -5,14 +5,23 @@
 //   G = cast((P − onehot(masked_target)) · grad[i])       rows with target_mask set: no one-hot
 //   input_grad = G · w,  weight_grad = Gᵀ · x             fp32 accumulation, cast once
 //
-// BT x V is cut into tasks of rowBlock x colBlock (tiling), dealt round-robin to the cube
-// cores. Per task, on one AI core:
-//   AIC  [memory-saving] logits block = x_b · w_bᵀ (Matmul, fp32) -> ring slot s  ─ LOGITS(s) ─►
-//   AIV0/AIV1 (half the rows each): G block = cast((P − onehot) · grad) -> ring slot s  ─ G(s) ─►
-//   AIC  acc_x[rows] += G · w_b,  acc_w[cols] += Gᵀ · x_b  (Matmul, fp32 atomic add in GM)
-// The ring has two slots, so the cube computes task j+1's logits while the vector cores
-// turn task j into G. The AIVs zero the accumulators first (SyncAll, then INIT to their
-// AIC) and cast them to the outputs last (after DONE from their AIC and a SyncAll).
+// The order of the work is op_kernel/…_schedule.h (shared with the cost model), the G
+// computation the vector stage of …_g_stage.h. Memory-saving mode, window by window:
+//   AIC   logits block = x_b · w_bᵀ (Matmul, fp32) -> ring slot k % 2                 ─ LOGITS(slot) ─►
+//   AIV0/AIV1 (half the rows each): G = the vector stage -> the window's G buffer     ─ SLOT_FREE(slot) ─►
+//   all AIVs meet (mode 0) once a window's G is written                              ─ G_READY ─►
+//   AIC   the window's output tiles, output-stationary over its K:
+//           acc_x[tile] (+)= G_win · w_win,  acc_w[tile] (+)= G_winᵀ · x_win  (Matmul, fp32; the
+//           first window along K writes, the later ones add; one writer per tile and step)
+//   all AICs meet (mode 0) after each step                                            ─ DONE ─► (last)
+//   AIV   cast the accumulators to input_grad / weight_grad.
+// A step is one window's logits and the previous window's tiles (the cube keeps going while
+// the vector cores make G). High-performance mode: every AIV writes G over its softmax rows
+// (each row into the first half of its own bytes), all AIVs meet (mode 0) ─ G_READY ─►,
+// then the AICs compute input_grad = G · w and weight_grad = Gᵀ · x tile by tile over all
+// of K, written once in the input dtype (the fixpipe rounds). No accumulator, no atomics:
+// every output element is summed in one fixed order, so the result is the same for any
+// number of cores, run after run.
 //
 // The AIC drives the cube itself: it names MatmulImpl and calls Init(&tiling, &pipe) in its
 // own branch, as CANN's own FLCE kernel does (ops-nn v9.0.0 mem_friendly.h, the AIC branch).
@@ -24,37 +33,27 @@
 // that only runs Matmul calls sent by the AIVs, and the cube-side code below would never
 // run (every core would wait forever; the simulator reports that form as a hang).
 #define ASCENDC_CUBE_ONLY
+#include <type_traits>
+
 #include "kernel_operator.h"
 #include "lib/matmul_intf.h"
 #include "fused_linear_cross_entropy_loss_grad_tiling_data.h"
+#include "fused_linear_cross_entropy_loss_grad_schedule.h"
+#include "fused_linear_cross_entropy_loss_grad_g_stage.h"
 
 using namespace AscendC;
+using namespace flce;
 
 namespace {
 
 constexpr int32_t BUFFER_NUM = 2;
-// Cross-core flag ids (mode 2, within one AI core).
-constexpr uint16_t FLAG_LOGITS = 0;  // +slot: AIC -> AIV, a logits block is in the ring
-constexpr uint16_t FLAG_G = 2;       // +slot: AIV -> AIC, a G block is in the ring
-constexpr uint16_t FLAG_INIT = 4;    // AIV -> AIC: the accumulators are zero (all cores)
-constexpr uint16_t FLAG_DONE = 5;    // AIC -> AIV: this cube core's last atomic add landed
-constexpr uint16_t FLAG_FREE = 6;    // +slot, high-performance mode: AIC -> AIV, G slot read
-                                     // (memory-saving mode: LOGITS(s) says the same)
-
-// A task's place in BT x V.
-struct Task {
-  uint64_t row0, col0;
-  uint32_t rows, cols;
-};
-
-__aicore__ inline Task TaskAt(const FusedLinearCrossEntropyLossGradTilingData& t, uint64_t task) {
-  Task k;
-  k.row0 = (task / t.colBlocks) * t.rowBlock;
-  k.col0 = (task % t.colBlocks) * t.colBlock;
-  k.rows = static_cast<uint32_t>(t.bt - k.row0 < t.rowBlock ? t.bt - k.row0 : t.rowBlock);
-  k.cols = static_cast<uint32_t>(t.v - k.col0 < t.colBlock ? t.v - k.col0 : t.colBlock);
-  return k;
-}
+// Cross-core flag ids (A2/A3: 0..10, one counter per id and core whatever the mode).
+constexpr uint16_t FLAG_LOGITS = 0;     // +slot, mode 2 AIC -> AIV: a logits block is in ring slot `slot`
+constexpr uint16_t FLAG_DONE = 2;       // mode 2 AIC -> AIV: every tile of every core has landed
+constexpr uint16_t FLAG_SLOT_FREE = 3;  // +slot, mode 2 AIV -> AIC: ring slot `slot` has been read
+constexpr uint16_t FLAG_G_READY = 5;    // mode 2 AIV -> AIC: every vector core has written the window's G
+constexpr uint16_t FLAG_G_WRITTEN = 6;  // mode 0, all AIVs: this core's G of the window (or pass) is written
+constexpr uint16_t FLAG_STEP_DONE = 7;  // mode 0, all AICs: this core's tiles of the step have landed
 
 // ---- the cube core ------------------------------------------------------------------
 
@@ -62,12 +61,16 @@ template <typename T, bool kMemorySaving>
 class CubeSide {
   using AType = MatmulType<TPosition::GM, CubeFormat::ND, T, true>;
   using BType = MatmulType<TPosition::GM, CubeFormat::ND, T, true>;
-  using CType = MatmulType<TPosition::GM, CubeFormat::ND, float>;
+  using LogitsType = MatmulType<TPosition::GM, CubeFormat::ND, float>;
+  // The backward GEMMs' C: fp32 accumulators (memory-saving), the outputs themselves (high-performance).
+  using GradT = typename std::conditional<kMemorySaving, float, T>::type;
+  using GradType = MatmulType<TPosition::GM, CubeFormat::ND, GradT>;
 
  public:
   __aicore__ inline explicit CubeSide(const FusedLinearCrossEntropyLossGradTilingData& tiling) : t_(tiling) {}
 
-  __aicore__ inline void Run(GM_ADDR input, GM_ADDR weight, GM_ADDR user) {
+  __aicore__ inline void Run(GM_ADDR input, GM_ADDR weight, GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad,
+                             GM_ADDR user) {
     // The host's tilings (CANN's MultiCoreMatmulTiling) as they are: the AIC's own Matmuls.
     // All three start at the same L1 and L0C address of pipe_ (kernel_tpipe_base.h), so
     // each one's End() comes before the next one's IterateAll.
@@ -76,68 +79,116 @@ class CubeSide {
     weightGradMm_.Init(&t_.weightGradMm, &pipe_);
     xGm_.SetGlobalBuffer((__gm__ T*)input, t_.bt * t_.h);
     wGm_.SetGlobalBuffer((__gm__ T*)weight, t_.v * t_.h);
-    GM_ADDR ring = user + GetBlockIdx() * t_.ringBytes;
-    if constexpr (kMemorySaving) logitsGm_.SetGlobalBuffer((__gm__ float*)ring, 2 * t_.logitsSlotBytes / sizeof(float));
-    gGm_.SetGlobalBuffer((__gm__ T*)(ring + 2 * t_.logitsSlotBytes), 2 * t_.gSlotBytes / sizeof(T));
-    accGm_.SetGlobalBuffer((__gm__ float*)(user + t_.accOffset), (t_.bt + t_.v) * t_.h);
-
-    const uint64_t first = GetBlockIdx(), step = GetBlockNum();
-    bool haveInit = false;
-    uint64_t j = 0, previous = 0;
-    for (uint64_t task = first; task < t_.tasks; task += step, ++j) {
-      if constexpr (kMemorySaving) Logits(TaskAt(t_, task), j % 2);
-      if (j > 0) Partials(TaskAt(t_, previous), (j - 1) % 2, haveInit, task + step < t_.tasks);
-      previous = task;
+    if constexpr (kMemorySaving) {
+      logitsGm_.SetGlobalBuffer((__gm__ float*)(user + GetBlockIdx() * t_.ringBytes), 2 * t_.logitsSlotBytes / sizeof(float));
+      for (int b = 0; b < 2; ++b)
+        gWindowGm_[b].SetGlobalBuffer((__gm__ T*)(user + t_.gOffset + b * t_.gWindowBytes), t_.gWindowBytes / sizeof(T));
+      cGm_.SetGlobalBuffer((__gm__ GradT*)(user + t_.accOffset), (t_.bt + t_.v) * t_.h);  // acc_x, then acc_w
+      RunMemorySaving();
+    } else {
+      gWindowGm_[0].SetGlobalBuffer((__gm__ T*)softmax, t_.bt * 2 * t_.v);  // G over the softmax: row pitch 2V
+      cGm_.SetGlobalBuffer((__gm__ GradT*)inputGrad, t_.bt * t_.h);
+      weightGradGm_.SetGlobalBuffer((__gm__ GradT*)weightGrad, t_.v * t_.h);
+      RunHighPerformance();
     }
-    if (j > 0) Partials(TaskAt(t_, previous), (j - 1) % 2, haveInit, false);
-    CrossCoreSetFlag<2, PIPE_FIX>(FLAG_DONE);
   }
 
  private:
+  __aicore__ inline void RunMemorySaving() {
+    const uint64_t core = GetBlockIdx(), cores = GetBlockNum();
+    uint64_t tasks = 0;  // logits blocks this core has computed (ring slot = count % 2)
+    for (uint64_t s = 0; s < StepCount(t_); ++s) {
+      uint64_t q = 0;
+      for (uint64_t j = 0; CoreTask(t_, s, core, cores, j, q); ++j) Logits(TaskOf(t_, WindowAt(t_, s), q), tasks++);
+      if (s == 0) continue;
+      CrossCoreWaitFlag(FLAG_G_READY);  // the previous window's G, from every vector core
+      for (uint64_t j = 0; CoreTile(t_, s, core, cores, j, q); ++j) WindowTile(TileAt(t_, s, q), WindowAt(t_, s - 1));
+      // Every core's tiles of this step have landed before any core's of the next: the next
+      // window adds into the same accumulator tiles, and reuses this G buffer.
+      CrossCoreSetFlag<0, PIPE_FIX>(FLAG_STEP_DONE);
+      CrossCoreWaitFlag(FLAG_STEP_DONE);
+    }
+    for (uint64_t k = tasks >= 2 ? tasks - 2 : 0; k < tasks; ++k) CrossCoreWaitFlag(FLAG_SLOT_FREE + k % 2);
+    CrossCoreSetFlag<2, PIPE_FIX>(FLAG_DONE);
+  }
+
+  __aicore__ inline void RunHighPerformance() {
+    const uint64_t core = GetBlockIdx(), cores = GetBlockNum();
+    CrossCoreWaitFlag(FLAG_G_READY);  // every vector core has written G over its softmax rows
+    uint64_t q = 0;
+    for (uint64_t j = 0; CoreTile(t_, 0, core, cores, j, q); ++j) OutputTile(TileAt(t_, 0, q));
+  }
+
   __aicore__ inline uint64_t SlotElems() const { return uint64_t(t_.rowBlock) * t_.colBlock; }
 
-  // logits[rows, cols] = x[row0.., :] · w[col0.., :]ᵀ, fp32, into slot s (row pitch colBlock).
-  __aicore__ inline void Logits(const Task& k, uint64_t s) {
+  // logits[rows, cols] = x[row0.., :] · w[col0.., :]ᵀ, fp32, into ring slot k % 2 (row pitch colBlock).
+  __aicore__ inline void Logits(const FlceTask& k, uint64_t count) {
+    const uint64_t slot = count % 2;
+    if (count >= 2) CrossCoreWaitFlag(FLAG_SLOT_FREE + slot);  // the AIVs have read the block two back
     logitsMm_.SetOrgShape(t_.rowBlock, t_.colBlock, t_.h, t_.h);
     logitsMm_.SetSingleShape(k.rows, k.cols, t_.h);
     logitsMm_.SetTensorA(xGm_[k.row0 * t_.h]);
     logitsMm_.SetTensorB(wGm_[k.col0 * t_.h], true);
-    logitsMm_.IterateAll(logitsGm_[s * SlotElems()]);
+    logitsMm_.IterateAll(logitsGm_[slot * SlotElems()]);
     logitsMm_.End();
-    CrossCoreSetFlag<2, PIPE_FIX>(FLAG_LOGITS + s);
+    CrossCoreSetFlag<2, PIPE_FIX>(FLAG_LOGITS + slot);
   }
 
-  // acc_x[row0.., :] += G · w[col0.., :];  acc_w[col0.., :] += Gᵀ · x[row0.., :].
-  // `slotReused`: this core has a task two ahead, which the AIVs will write into slot s.
-  __aicore__ inline void Partials(const Task& k, uint64_t s, bool& haveInit, bool slotReused) {
-    CrossCoreWaitFlag(FLAG_G + s);
-    if (!haveInit) {  // the first atomic add waits for the zeroed accumulators
-      CrossCoreWaitFlag(FLAG_INIT);
-      haveInit = true;
+  // A memory-saving tile: window w's part of input_grad (gemm 0: G_win rows · w rows of the
+  // window's vocabulary) or of weight_grad (gemm 1: G_win columnsᵀ · x rows of the window),
+  // written into or added to the fp32 accumulators. G_win: row pitch windowColBlocks x colBlock.
+  __aicore__ inline void WindowTile(const FlceTile& tile, const FlceWindow& w) {
+    const GlobalTensor<T>& g = gWindowGm_[w.index % 2];
+    const uint64_t pitch = uint64_t(t_.windowColBlocks) * t_.colBlock;
+    const uint8_t add = tile.add ? 1 : 0;
+    if (tile.gemm == 0) {
+      inputGradMm_.SetOrgShape(tile.rows, t_.h, pitch, tile.k);
+      inputGradMm_.SetSingleShape(tile.rows, tile.cols, tile.k);
+      inputGradMm_.SetTensorA(g[(tile.row0 - w.row0) * pitch]);
+      inputGradMm_.SetTensorB(wGm_[tile.k0 * t_.h + tile.col0]);
+      inputGradMm_.IterateAll(cGm_[tile.row0 * t_.h + tile.col0], add);
+      inputGradMm_.End();
+    } else {
+      weightGradMm_.SetOrgShape(pitch, t_.h, tile.k, tile.k);  // A = G_winᵀ: its pitch is orgM
+      weightGradMm_.SetSingleShape(tile.rows, tile.cols, tile.k);
+      weightGradMm_.SetTensorA(g[tile.row0 - w.col0], true);
+      weightGradMm_.SetTensorB(xGm_[tile.k0 * t_.h + tile.col0]);
+      weightGradMm_.IterateAll(cGm_[(t_.bt + tile.row0) * t_.h + tile.col0], add);
+      weightGradMm_.End();
     }
-    const GlobalTensor<T> g = gGm_[s * SlotElems()];
-    inputGradMm_.SetOrgShape(t_.rowBlock, t_.h, t_.colBlock, t_.colBlock);
-    inputGradMm_.SetSingleShape(k.rows, t_.h, k.cols);
-    inputGradMm_.SetTensorA(g);
-    inputGradMm_.SetTensorB(wGm_[k.col0 * t_.h]);
-    inputGradMm_.IterateAll(accGm_[k.row0 * t_.h], 1);
-    inputGradMm_.End();
-    weightGradMm_.SetOrgShape(t_.colBlock, t_.h, t_.rowBlock, t_.rowBlock);
-    weightGradMm_.SetSingleShape(k.cols, t_.h, k.rows);
-    weightGradMm_.SetTensorA(g, true);
-    weightGradMm_.SetTensorB(xGm_[k.row0 * t_.h]);
-    weightGradMm_.IterateAll(accGm_[(t_.bt + k.col0) * t_.h], 1);
-    weightGradMm_.End();
-    if constexpr (!kMemorySaving) {
-      if (slotReused) CrossCoreSetFlag<2, PIPE_MTE2>(FLAG_FREE + s);
+  }
+
+  // A high-performance tile over all of K: input_grad (gemm 0) = G rows · w, weight_grad
+  // (gemm 1) = G columnsᵀ · x; G is over the softmax with row pitch 2V.
+  __aicore__ inline void OutputTile(const FlceTile& tile) {
+    const GlobalTensor<T>& g = gWindowGm_[0];
+    const uint64_t pitch = 2 * t_.v;
+    if (tile.gemm == 0) {
+      inputGradMm_.SetOrgShape(tile.rows, t_.h, pitch, t_.v);
+      inputGradMm_.SetSingleShape(tile.rows, tile.cols, tile.k);
+      inputGradMm_.SetTensorA(g[tile.row0 * pitch]);
+      inputGradMm_.SetTensorB(wGm_[tile.col0]);
+      inputGradMm_.IterateAll(cGm_[tile.row0 * t_.h + tile.col0]);
+      inputGradMm_.End();
+    } else {
+      weightGradMm_.SetOrgShape(pitch, t_.h, t_.bt, t_.bt);  // A = Gᵀ: its pitch is orgM
+      weightGradMm_.SetSingleShape(tile.rows, tile.cols, tile.k);
+      weightGradMm_.SetTensorA(g[tile.row0], true);
+      weightGradMm_.SetTensorB(xGm_[tile.col0]);
+      weightGradMm_.IterateAll(weightGradGm_[tile.row0 * t_.h + tile.col0]);
+      weightGradMm_.End();
     }
   }
 
   const FusedLinearCrossEntropyLossGradTilingData& t_;
   TPipe pipe_;
-  MatmulImpl<AType, BType, CType> logitsMm_, inputGradMm_, weightGradMm_;
-  GlobalTensor<T> xGm_, wGm_, gGm_;
-  GlobalTensor<float> logitsGm_, accGm_;
+  MatmulImpl<AType, BType, LogitsType> logitsMm_;
+  MatmulImpl<AType, BType, GradType> inputGradMm_, weightGradMm_;
+  GlobalTensor<T> xGm_, wGm_, gWindowGm_[2];
+  GlobalTensor<float> logitsGm_;
+  // The backward tiles' C: the fp32 accumulators [BT + V, H] (memory-saving), or input_grad
+  // and weight_grad themselves (high-performance).
+  GlobalTensor<GradT> cGm_, weightGradGm_;
 };
 
 // ---- the vector cores ---------------------------------------------------------------
@@ -150,43 +201,25 @@ class VectorSide {
   __aicore__ inline void Run(GM_ADDR grad, GM_ADDR targetMask, GM_ADDR maskedTarget, GM_ADDR logitsMax,
                              GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad,
                              GM_ADDR user) {
-    Init(grad, targetMask, maskedTarget, logitsMax, sumExpLogits, softmax, inputGrad, weightGrad, user);
-    ZeroAccumulators();
-    SyncAll();
-    CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_INIT);
-    const uint64_t group = GetBlockIdx() / GetTaskRatio(), step = GetBlockNum();
-    uint64_t j = 0;
-    for (uint64_t task = group; task < t_.tasks; task += step, ++j) {
-      const uint64_t s = j % 2;
-      if constexpr (kMemorySaving) {
-        CrossCoreWaitFlag(FLAG_LOGITS + s);
-      } else {
-        if (j >= 2) CrossCoreWaitFlag(FLAG_FREE + s);
-      }
-      MakeG(TaskAt(t_, task), s);
-      CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_G + s);
+    g_.Init(grad, targetMask, maskedTarget, logitsMax, sumExpLogits, t_.bt, t_.v);
+    reportGm_.SetGlobalBuffer((__gm__ int64_t*)(user + t_.reportOffset), 2 * GetBlockNum());
+    pipe_.InitBuffer(reportBuf_, 32);
+    if constexpr (kMemorySaving) {
+      InitMemorySaving(inputGrad, weightGrad, user);
+      RunMemorySaving();
+    } else {
+      InitHighPerformance(softmax);
+      RunHighPerformance();
     }
-    CrossCoreWaitFlag(FLAG_DONE);
-    SyncAll();  // every cube core's atomic adds have landed
-    CastAccumulators();
+    Report();
   }
 
  private:
-  __aicore__ inline void Init(GM_ADDR grad, GM_ADDR targetMask, GM_ADDR maskedTarget, GM_ADDR logitsMax,
-                              GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad,
-                              GM_ADDR user) {
-    gradGm_.SetGlobalBuffer((__gm__ float*)grad, t_.bt);
-    maskGm_.SetGlobalBuffer((__gm__ uint8_t*)targetMask, (t_.bt + 7) / 8);  // one bit per row
-    targetGm_.SetGlobalBuffer((__gm__ TTarget*)maskedTarget, t_.bt);
-    if constexpr (kMemorySaving) {
-      maxGm_.SetGlobalBuffer((__gm__ float*)logitsMax, t_.bt);
-      sumGm_.SetGlobalBuffer((__gm__ float*)sumExpLogits, t_.bt);
-    } else {
-      softmaxGm_.SetGlobalBuffer((__gm__ float*)softmax, t_.bt * t_.v);
-    }
-    GM_ADDR ring = user + (GetBlockIdx() / GetTaskRatio()) * t_.ringBytes;
-    if constexpr (kMemorySaving) logitsGm_.SetGlobalBuffer((__gm__ float*)ring, 2 * t_.logitsSlotBytes / sizeof(float));
-    gGm_.SetGlobalBuffer((__gm__ T*)(ring + 2 * t_.logitsSlotBytes), 2 * t_.gSlotBytes / sizeof(T));
+  __aicore__ inline void InitMemorySaving(GM_ADDR inputGrad, GM_ADDR weightGrad, GM_ADDR user) {
+    const uint64_t aic = GetBlockIdx() / GetTaskRatio();
+    logitsGm_.SetGlobalBuffer((__gm__ float*)(user + aic * t_.ringBytes), 2 * t_.logitsSlotBytes / sizeof(float));
+    for (int b = 0; b < 2; ++b)
+      gWindowGm_[b].SetGlobalBuffer((__gm__ T*)(user + t_.gOffset + b * t_.gWindowBytes), t_.gWindowBytes / sizeof(T));
     accGm_.SetGlobalBuffer((__gm__ float*)(user + t_.accOffset), (t_.bt + t_.v) * t_.h);
     inputGradGm_.SetGlobalBuffer((__gm__ T*)inputGrad, t_.bt * t_.h);
     weightGradGm_.SetGlobalBuffer((__gm__ T*)weightGrad, t_.v * t_.h);
@@ -194,112 +227,109 @@ class VectorSide {
     pipe_.InitBuffer(gQue_, BUFFER_NUM, t_.gTileRows * t_.colBlock * sizeof(T));
     pipe_.InitBuffer(accInQue_, BUFFER_NUM, t_.castRows * FloatPitch(t_.castCols) * sizeof(float));
     pipe_.InitBuffer(accOutQue_, BUFFER_NUM, t_.castRows * HalfPitch(t_.castCols) * sizeof(T));
-    pipe_.InitBuffer(zeroQue_, 1, t_.castRows * FloatPitch(t_.castCols) * sizeof(float));
+  }
+
+  __aicore__ inline void InitHighPerformance(GM_ADDR softmax) {
+    softmaxGm_.SetGlobalBuffer((__gm__ float*)softmax, t_.bt * t_.v);
+    gWindowGm_[0].SetGlobalBuffer((__gm__ T*)softmax, t_.bt * 2 * t_.v);  // G: row i at element 2V·i
+    pipe_.InitBuffer(pQue_, BUFFER_NUM, t_.chunkCols * sizeof(float));
+    pipe_.InitBuffer(gQue_, BUFFER_NUM, t_.chunkCols * sizeof(T));
   }
 
   // UB row pitches (elements) of `cols` fp32 or half values: whole 32-byte blocks.
   __aicore__ inline static uint32_t FloatPitch(uint32_t cols) { return (cols + 7) / 8 * 8; }
   __aicore__ inline static uint32_t HalfPitch(uint32_t cols) { return (cols + 15) / 16 * 16; }
 
+  __aicore__ inline void RunMemorySaving() {
+    const uint64_t aic = GetBlockIdx() / GetTaskRatio(), cores = GetBlockNum();
+    uint64_t count = 0;  // logits blocks of this AI core so far (ring slot = count % 2)
+    for (uint64_t s = 0; s < t_.windows; ++s) {
+      const FlceWindow w = WindowAt(t_, s);
+      uint64_t q = 0;
+      for (uint64_t j = 0; CoreTask(t_, s, aic, cores, j, q); ++j) {  // its AIC's logits tasks, in order
+        const uint64_t slot = count++ % 2;
+        CrossCoreWaitFlag(FLAG_LOGITS + slot);
+        MakeWindowG(TaskOf(t_, w, q), w, slot);
+        CrossCoreSetFlag<2, PIPE_MTE2>(FLAG_SLOT_FREE + slot);  // its reads of the slot are done
+      }
+      WindowGWritten();
+    }
+    CrossCoreWaitFlag(FLAG_DONE);  // every AIC's every tile has landed
+    CastAccumulators();
+  }
+
+  __aicore__ inline void RunHighPerformance() {
+    const uint64_t me = GetBlockIdx(), all = GetBlockNum() * GetTaskRatio();
+    for (uint64_t row = t_.bt * me / all; row < t_.bt * (me + 1) / all; ++row) {
+      const GRowScalars r = g_.Row(row, true);
+      for (uint64_t c0 = 0; c0 < t_.v; c0 += t_.chunkCols) {
+        const uint32_t cols = static_cast<uint32_t>(t_.v - c0 < t_.chunkCols ? t_.v - c0 : t_.chunkCols);
+        // In place: G's chunk goes to bytes [4V·row + 2·c0, 4V·row + 2·(c0 + cols)), all of
+        // them softmax columns below c0 + cols of this row, which are read by then.
+        LocalTensor<float> p = pQue_.AllocTensor<float>();
+        DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
+        DataCopyPad(p, softmaxGm_[row * t_.v + c0], DataCopyExtParams(1, cols * sizeof(float), 0, 0, 0), pad);
+        pQue_.EnQue(p);
+        p = pQue_.DeQue<float>();
+        LocalTensor<T> g = gQue_.AllocTensor<T>();
+        g_.Apply(p, g, cols, c0, r);
+        gQue_.EnQue(g);
+        pQue_.FreeTensor(p);
+        g = gQue_.DeQue<T>();
+        DataCopyPad(gWindowGm_[0][row * 2 * t_.v + c0], g, DataCopyExtParams(1, cols * sizeof(T), 0, 0, 0));
+        gQue_.FreeTensor(g);
+      }
+    }
+    WindowGWritten();
+  }
+
+  // This core's G of the window (or of the pass) is written: once every vector core's is,
+  // each tells its AIC.
+  __aicore__ inline void WindowGWritten() {
+    CrossCoreSetFlag<0, PIPE_MTE3>(FLAG_G_WRITTEN);
+    CrossCoreWaitFlag(FLAG_G_WRITTEN);
+    CrossCoreSetFlag<2, PIPE_MTE3>(FLAG_G_READY);
+  }
+
+  // G for this AIV's half of the task's rows, from ring slot `slot` into the window's G
+  // buffer (row pitch windowColBlocks x colBlock).
+  __aicore__ inline void MakeWindowG(const FlceTask& k, const FlceWindow& w, uint64_t slot) {
+    const uint32_t half = (k.rows + 1) / 2;
+    const uint32_t mine0 = GetSubBlockIdx() == 0 ? 0 : half;
+    const uint32_t mineEnd = GetSubBlockIdx() == 0 ? half : k.rows;
+    const uint64_t pitch = uint64_t(t_.windowColBlocks) * t_.colBlock;
+    const GlobalTensor<T> out = gWindowGm_[w.index % 2][(k.row0 - w.row0) * pitch + (k.col0 - w.col0)];
+    for (uint32_t r = mine0; r < mineEnd; r += t_.gTileRows) {
+      const uint32_t rows = mineEnd - r < t_.gTileRows ? mineEnd - r : t_.gTileRows;
+      // UB rows are colBlock elements apart (a 32-byte multiple): skip the blocks past `cols`.
+      LocalTensor<float> p = pQue_.AllocTensor<float>();
+      DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
+      DataCopyExtParams in(static_cast<uint16_t>(rows), k.cols * sizeof(float), (t_.colBlock - k.cols) * sizeof(float),
+                           (t_.colBlock - FloatPitch(k.cols)) / 8, 0);
+      DataCopyPad(p, logitsGm_[slot * uint64_t(t_.rowBlock) * t_.colBlock + uint64_t(r) * t_.colBlock], in, pad);
+      pQue_.EnQue(p);
+      p = pQue_.DeQue<float>();
+      LocalTensor<T> g = gQue_.AllocTensor<T>();
+      for (uint32_t i = 0; i < rows; ++i) {
+        // Each row's target is checked once: in its task of vocabulary block 0.
+        const GRowScalars scalars = g_.Row(k.row0 + r + i, k.col0 == 0);
+        g_.Apply(p[i * t_.colBlock], g[i * t_.colBlock], k.cols, k.col0, scalars);
+      }
+      gQue_.EnQue(g);
+      pQue_.FreeTensor(p);
+      g = gQue_.DeQue<T>();
+      DataCopyExtParams outParams(static_cast<uint16_t>(rows), k.cols * sizeof(T), (t_.colBlock - HalfPitch(k.cols)) / 16,
+                                  static_cast<uint32_t>((pitch - k.cols) * sizeof(T)), 0);
+      DataCopyPad(out[uint64_t(r) * pitch], g, outParams);
+      gQue_.FreeTensor(g);
+    }
+  }
+
   // This AIV's share of the rows [0, BT + V) of the [BT + V, H] accumulator matrix.
   __aicore__ inline void MyAccRows(uint64_t& begin, uint64_t& end) const {
     const uint64_t all = t_.bt + t_.v, cores = GetBlockNum() * GetTaskRatio(), me = GetBlockIdx();
     begin = all * me / cores;
     end = all * (me + 1) / cores;
-  }
-
-  __aicore__ inline void ZeroAccumulators() {
-    uint64_t begin, end;
-    MyAccRows(begin, end);
-    if (begin == end) return;
-    LocalTensor<float> zero = zeroQue_.AllocTensor<float>();
-    Duplicate(zero, 0.0f, static_cast<int32_t>(t_.castRows * FloatPitch(t_.castCols)));
-    zeroQue_.EnQue(zero);
-    zero = zeroQue_.DeQue<float>();
-    for (uint64_t r = begin; r < end; r += t_.castRows) {
-      const uint32_t rows = static_cast<uint32_t>(end - r < t_.castRows ? end - r : t_.castRows);
-      for (uint64_t c = 0; c < t_.h; c += t_.castCols) {
-        const uint32_t cols = static_cast<uint32_t>(t_.h - c < t_.castCols ? t_.h - c : t_.castCols);
-        // UB rows are FloatPitch(castCols) apart: skip the blocks past `cols`.
-        const uint32_t ubGap = (FloatPitch(t_.castCols) - FloatPitch(cols)) / 8;
-        DataCopyExtParams params(static_cast<uint16_t>(rows), cols * sizeof(float), ubGap,
-                                 static_cast<uint32_t>((t_.h - cols) * sizeof(float)), 0);
-        DataCopyPad(accGm_[r * t_.h + c], zero, params);
-      }
-    }
-    zeroQue_.FreeTensor(zero);
-  }
-
-  // G for this AIV's half of the task's rows, written to ring slot s (row pitch colBlock).
-  __aicore__ inline void MakeG(const Task& k, uint64_t s) {
-    const uint32_t half = (k.rows + 1) / 2;
-    const uint32_t mine0 = GetSubBlockIdx() == 0 ? 0 : half;
-    const uint32_t mineEnd = GetSubBlockIdx() == 0 ? half : k.rows;
-    for (uint32_t r = mine0; r < mineEnd; r += t_.gTileRows) {
-      const uint32_t rows = mineEnd - r < t_.gTileRows ? mineEnd - r : t_.gTileRows;
-      CopyInP(k, s, r, rows);
-      ComputeG(k, r, rows);
-      CopyOutG(k, s, r, rows);
-    }
-  }
-
-  __aicore__ inline void CopyInP(const Task& k, uint64_t s, uint32_t r, uint32_t rows) {
-    LocalTensor<float> p = pQue_.AllocTensor<float>();
-    DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
-    // UB rows are colBlock floats apart (32-byte multiple): skip the blocks past `cols`.
-    const uint32_t ubGap = (t_.colBlock - FloatPitch(k.cols)) / 8;
-    if constexpr (kMemorySaving) {
-      DataCopyExtParams params(static_cast<uint16_t>(rows), k.cols * sizeof(float),
-                               (t_.colBlock - k.cols) * sizeof(float), ubGap, 0);
-      DataCopyPad(p, logitsGm_[s * uint64_t(t_.rowBlock) * t_.colBlock + uint64_t(r) * t_.colBlock], params, pad);
-    } else {
-      DataCopyExtParams params(static_cast<uint16_t>(rows), k.cols * sizeof(float),
-                               static_cast<uint32_t>((t_.v - k.cols) * sizeof(float)), ubGap, 0);
-      DataCopyPad(p, softmaxGm_[(k.row0 + r) * t_.v + k.col0], params, pad);
-    }
-    pQue_.EnQue(p);
-  }
-
-  __aicore__ inline void ComputeG(const Task& k, uint32_t r, uint32_t rows) {
-    LocalTensor<float> p = pQue_.DeQue<float>();
-    LocalTensor<T> g = gQue_.AllocTensor<T>();
-    for (uint32_t i = 0; i < rows; ++i) {
-      const uint64_t row = k.row0 + r + i;
-      LocalTensor<float> pr = p[i * t_.colBlock];
-      const float grad = gradGm_.GetValue(row);
-      const bool masked = ((maskGm_.GetValue(row / 8) >> (row % 8)) & 1) != 0;
-      const int64_t target = masked ? -1 : static_cast<int64_t>(targetGm_.GetValue(row));
-      if constexpr (kMemorySaving) {
-        const float negMax = -maxGm_.GetValue(row);
-        const float invSum = 1.0f / sumGm_.GetValue(row);
-        Adds(pr, pr, negMax, static_cast<int32_t>(k.cols));
-        Exp(pr, pr, static_cast<int32_t>(k.cols));
-        Muls(pr, pr, invSum, static_cast<int32_t>(k.cols));
-      }
-      if (target >= static_cast<int64_t>(k.col0) && target < static_cast<int64_t>(k.col0 + k.cols)) {
-        const uint32_t at = static_cast<uint32_t>(target - static_cast<int64_t>(k.col0));
-        const TEventID vToS = pipe_.FetchEventID(HardEvent::V_S);
-        SetFlag<HardEvent::V_S>(vToS);
-        WaitFlag<HardEvent::V_S>(vToS);
-        pr.SetValue(at, pr.GetValue(at) - 1.0f);
-        const TEventID sToV = pipe_.FetchEventID(HardEvent::S_V);
-        SetFlag<HardEvent::S_V>(sToV);
-        WaitFlag<HardEvent::S_V>(sToV);
-      }
-      Muls(pr, pr, grad, static_cast<int32_t>(k.cols));
-      Cast(g[i * t_.colBlock], pr, RoundMode::CAST_RINT, k.cols);
-    }
-    gQue_.EnQue(g);
-    pQue_.FreeTensor(p);
-  }
-
-  __aicore__ inline void CopyOutG(const Task& k, uint64_t s, uint32_t r, uint32_t rows) {
-    LocalTensor<T> g = gQue_.DeQue<T>();
-    const uint32_t ubGap = (t_.colBlock - HalfPitch(k.cols)) / 16;
-    DataCopyExtParams params(static_cast<uint16_t>(rows), k.cols * sizeof(T), ubGap,
-                             (t_.colBlock - k.cols) * sizeof(T), 0);
-    DataCopyPad(gGm_[s * uint64_t(t_.rowBlock) * t_.colBlock + uint64_t(r) * t_.colBlock], g, params);
-    gQue_.FreeTensor(g);
   }
 
   // input_grad / weight_grad = cast(accumulator rows), round to nearest even.
@@ -342,15 +372,25 @@ class VectorSide {
     accOutQue_.FreeTensor(out);
   }
 
+  // The first row with an unmasked target outside [0, V) this core saw, or −1, for the host.
+  __aicore__ inline void Report() {
+    LocalTensor<int64_t> slot = reportBuf_.Get<int64_t>();
+    slot.SetValue(0, g_.FirstBadRow());
+    const TEventID sToMte3 = pipe_.FetchEventID(HardEvent::S_MTE3);
+    SetFlag<HardEvent::S_MTE3>(sToMte3);
+    WaitFlag<HardEvent::S_MTE3>(sToMte3);
+    DataCopyPad(reportGm_[GetBlockIdx()], slot, DataCopyExtParams(1, sizeof(int64_t), 0, 0, 0));
+  }
+
   const FusedLinearCrossEntropyLossGradTilingData& t_;
   TPipe pipe_;
+  GStage<T, TTarget, kMemorySaving> g_;
   TQue<QuePosition::VECIN, BUFFER_NUM> pQue_, accInQue_;
   TQue<QuePosition::VECOUT, BUFFER_NUM> gQue_, accOutQue_;
-  TQue<QuePosition::VECOUT, 1> zeroQue_;
-  GlobalTensor<float> gradGm_, maxGm_, sumGm_, softmaxGm_, logitsGm_, accGm_;
-  GlobalTensor<uint8_t> maskGm_;
-  GlobalTensor<TTarget> targetGm_;
-  GlobalTensor<T> gGm_, inputGradGm_, weightGradGm_;
+  TBuf<TPosition::VECCALC> reportBuf_;
+  GlobalTensor<float> softmaxGm_, logitsGm_, accGm_;
+  GlobalTensor<T> gWindowGm_[2], inputGradGm_, weightGradGm_;
+  GlobalTensor<int64_t> reportGm_;
 };
 
 template <bool kMemorySaving, typename T, typename TTarget>
@@ -360,7 +400,7 @@ __aicore__ inline void Run(const FusedLinearCrossEntropyLossGradTilingData& tili
                            GM_ADDR user) {
   if ASCEND_IS_AIC {
     CubeSide<T, kMemorySaving> cube(tiling);
-    cube.Run(input, weight, user);
+    cube.Run(input, weight, softmax, inputGrad, weightGrad, user);
   }
   if ASCEND_IS_AIV {
     VectorSide<T, kMemorySaving, TTarget> vec(tiling);

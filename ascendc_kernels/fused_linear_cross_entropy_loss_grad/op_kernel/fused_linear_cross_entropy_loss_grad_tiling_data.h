@@ -8,25 +8,36 @@
 
 struct FusedLinearCrossEntropyLossGradTilingData {
   uint64_t bt, h, v;
-  uint64_t rowBlocks, colBlocks;  // ceil(BT / rowBlock), ceil(V / colBlock)
-  uint64_t tasks;                 // rowBlocks x colBlocks; task t goes to cube core t % cubeCores
-  uint32_t rowBlock, colBlock;    // a task: rowBlock rows x colBlock vocabulary columns
+  uint64_t rowBlocks, colBlocks;  // ceil(BT / rowBlock), ceil(V / colBlock): the logits tasks' grid
+  uint32_t rowBlock, colBlock;    // a logits task: rowBlock rows x colBlock vocabulary columns
   uint32_t cubeCores;             // the launch's blockDim (AIC cores; 2 AIV each)
   uint32_t mode;                  // 0 memory-saving (logits from x·wᵀ), 1 high-performance (softmax given)
-  uint32_t gTileRows;             // rows of a task one AIV turns into G per UB tile
-  uint32_t castRows, castCols;    // accumulator tile of the zero fill and the final cast
+  // Memory-saving mode: windows of windowRowBlocks x windowColBlocks tasks, row-major
+  // (…_schedule.h), sized for L2 by the tiling; windowRows x windowCols = windows of them.
+  uint32_t windowRowBlocks, windowColBlocks;
+  uint64_t windowRows, windowCols, windows;
+  // The backward GEMMs' output tiles (tileM x tileN of input_grad / weight_grad, hTiles of
+  // them across H), in groups of groupRowBlocks tile rows (…_schedule.h).
+  uint32_t tileM, tileN;
+  uint64_t hTiles;
+  uint32_t groupRowBlocks;
+  uint32_t gTileRows;             // memory-saving: rows of a logits block one AIV turns into G per UB tile
+  uint32_t chunkCols;             // high-performance: softmax columns per UB chunk of the G pass
+  uint32_t castRows, castCols;    // accumulator tile of the final cast (memory-saving)
   uint32_t reserved;
-  // User workspace (bytes from GetUserWorkspace): per cube core a ring of two slots, each
-  // an fp32 logits block (memory-saving mode) and a G block (input dtype); then the fp32
-  // accumulators [BT, H] (input_grad) and [V, H] (weight_grad), adjacent.
-  uint64_t ringBytes, logitsSlotBytes, gSlotBytes;
-  uint64_t accOffset, userWorkspaceBytes;
+  // User workspace (bytes from GetUserWorkspace): per cube core a ring of two fp32 logits
+  // slots (memory-saving), then two window G buffers (gWindowBytes each, row pitch
+  // windowColBlocks x colBlock), then the fp32 accumulators [BT, H] (input_grad) and [V, H]
+  // (weight_grad), adjacent (memory-saving); then one int64 per vector core: the first row
+  // whose unmasked target lies outside [0, V), or -1 (both modes).
+  uint64_t ringBytes, logitsSlotBytes;
+  uint64_t gOffset, gWindowBytes;
+  uint64_t accOffset, reportOffset, userWorkspaceBytes;
   // The three Matmuls' tilings, whole (the host writes them with CANN's
-  // MultiCoreMatmulTiling::GetTiling, or its port for the simulator; the AIC passes them
-  // to MatmulImpl::Init).
-  AscendC::tiling::TCubeTiling logitsMm;      // logits = x_b · w_bᵀ          [rowBlock, colBlock], K = H
-  AscendC::tiling::TCubeTiling inputGradMm;   // input_grad_b += G · w_b      [rowBlock, H],        K = colBlock
-  AscendC::tiling::TCubeTiling weightGradMm;  // weight_grad_b += Gᵀ · x_b    [colBlock, H],        K = rowBlock
+  // MultiCoreMatmulTiling::GetTiling; the AIC passes them to MatmulImpl::Init).
+  AscendC::tiling::TCubeTiling logitsMm;      // logits = x_b · w_bᵀ            [rowBlock, colBlock], K = H
+  AscendC::tiling::TCubeTiling inputGradMm;   // input_grad tile (+)= G · w      [tileM, tileN], K = a window's V (all V)
+  AscendC::tiling::TCubeTiling weightGradMm;  // weight_grad tile (+)= Gᵀ · x    [tileM, tileN], K = a window's BT (all BT)
 };
 
 // TCubeTiling as CANN's kernel_tiling.h lays it out (50 int32_t fields in this order):

@@ -38,6 +38,8 @@ struct AsimFlceArgs {
   int mask_packed;
   int target64;
   uint32_t ai_cores;            // cube cores (2 vector cores each); 0: the platform's
+  int check_determinism;        // run the launch twice (schedule seeds 0 and 1), compare the outputs
+  uint64_t schedule_seed;       // thread-start and atomic-add order (~0: a new seed per launch)
 };
 
 // The tiling functions' results (tiling_abi.cpp, for tests/test_ascendc_tiling.py).
@@ -49,6 +51,21 @@ struct AsimBnTiling {
   uint32_t ub_bytes_per_element;
   uint32_t fixed_ub_bytes;
   char error[128];
+};
+
+// The cost model of one FLCE launch (flce_model.cpp): seconds and bytes on the 910B.
+struct AsimFlceModel {
+  double cube_flops;        // all cube cores
+  double roofline_s;        // cube_flops at the chip's cube peak
+  double modelled_s;        // the sum of the steps' times
+  double cube_bound_s, vector_bound_s, hbm_bound_s, l2_bound_s;  // the steps each bound, their time
+  uint64_t hbm_read_bytes, hbm_write_bytes;  // L2 misses and write-backs (lines)
+  uint64_t l2_read_bytes, l2_write_bytes;    // every access, as the simulator counts them
+  uint64_t vector_repeats;                   // all vector cores' 256-byte repeats
+  uint64_t atomic_add_bytes;                 // fixpipe atomic adds (in L2 each is a read and a write)
+  uint64_t atomic_rmw_lines;                 // L2 lines read-modified-written by them
+  uint64_t max_line_adders;                  // most cores adding into one line within one step
+  uint64_t steps, footprint_bytes, line_bytes, l2_lines;
 };
 
 struct AsimFlceTiling {

@@ -5,6 +5,7 @@
 // TilingFunc produced (the caller passes it in: python/ascend_ops/_cann_tiling.py). Errors come back as a non-zero status and asim_last_error().
 #include <cstring>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -54,20 +55,33 @@ akn::PlatformFacts Platform(uint32_t vector_cores) {
   return p;
 }
 
+// A caller's mistake the kernel found (SPEC §1's ValueError), not a simulator rule.
+struct BadTarget : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// 0: ran; 1: a simulator rule or a host error (SimulatorError); 2: bad input (ValueError).
 template <typename F>
 int Guard(F&& body) {
   t_error.clear();
   try {
     body();
     return 0;
+  } catch (const BadTarget& e) {
+    t_error = e.what();
+    return 2;
   } catch (const std::exception& e) {
     t_error = e.what();
     return 1;
   }
 }
 
-sim::GmRegion Region(const void* p, uint64_t bytes, const char* name) {
-  return sim::GmRegion{static_cast<const uint8_t*>(p), bytes, name};
+sim::GmRegion Input(const void* p, uint64_t bytes, const char* name) {
+  return sim::GmRegion{static_cast<const uint8_t*>(p), bytes, name, sim::GmRole::Input};
+}
+
+sim::GmRegion Output(const void* p, uint64_t bytes, const char* name) {
+  return sim::GmRegion{static_cast<const uint8_t*>(p), bytes, name, sim::GmRole::Output};
 }
 
 akn::BatchNormReduceBackwardShape BnShape(uint64_t n, uint64_t c, uint64_t s, uint32_t dtype, uint32_t stat_dtype,
@@ -122,22 +136,22 @@ int asim_batch_norm_reduce_backward(const void* grad_out, const void* input, con
     const uint64_t out_bytes = c * (akn::BnOutputHalf(dtype, stat_dtype) ? 2 : 4);
     const uint64_t stat_bytes = c * akn::DtypeBytes(stat_dtype);
     BatchNormReduceBackwardTilingData tiling = t.data;
-    std::vector<sim::GmRegion> regions = {Region(mean, stat_bytes, "mean"), Region(invstd, stat_bytes, "invstd"),
-                                          Region(&tiling, sizeof(tiling), "tiling")};
+    std::vector<sim::GmRegion> regions = {Input(mean, stat_bytes, "mean"), Input(invstd, stat_bytes, "invstd"),
+                                          Input(&tiling, sizeof(tiling), "tiling")};
     if (data_bytes) {
-      regions.push_back(Region(grad_out, data_bytes, "grad_out"));
-      regions.push_back(Region(input, data_bytes, "input"));
+      regions.push_back(Input(grad_out, data_bytes, "grad_out"));
+      regions.push_back(Input(input, data_bytes, "input"));
     }
     const void* outs[4] = {sum_dy, sum_dy_xmu, grad_weight, grad_bias};
     const char* names[4] = {"sum_dy", "sum_dy_xmu", "grad_weight", "grad_bias"};
     for (int i = 0; i < 4; ++i)
-      if (outs[i]) regions.push_back(Region(outs[i], out_bytes, names[i]));
+      if (outs[i]) regions.push_back(Output(outs[i], out_bytes, names[i]));
     // The system part GetUserWorkspace skips on the device, then the kernel's partial sums.
-    sim::GmRegion sys = Region(workspace, sim::kReservedWorkspace, "system workspace");
-    sys.role = sim::GmRole::SystemWorkspace;
-    regions.push_back(sys);
+    regions.push_back({static_cast<uint8_t*>(workspace), sim::kReservedWorkspace, "system workspace",
+                       sim::GmRole::SystemWorkspace});
     if (t.workspaceBytes)
-      regions.push_back(Region(static_cast<uint8_t*>(workspace) + sim::kReservedWorkspace, t.workspaceBytes, "workspace"));
+      regions.push_back({static_cast<uint8_t*>(workspace) + sim::kReservedWorkspace, t.workspaceBytes, "workspace",
+                         sim::GmRole::Workspace});
     sim::NextLaunch() = sim::LaunchArgs{t.tilingKey, regions, Platform(vector_cores)};
     auto* tiling_gm = reinterpret_cast<GM_ADDR>(&tiling);
     const sim::LaunchCounters counters = ICPU_RUN_KF(
@@ -160,6 +174,12 @@ static std::vector<uint8_t> PackedMask(const AsimFlceArgs& a) {
   for (uint64_t i = 0; i < a.bt; ++i)
     if (flags[i] != 0) bits[i / 8] = static_cast<uint8_t>(bits[i / 8] | (1u << (i % 8)));
   return bits;
+}
+
+// How the caller asked the launch to be scheduled: seed (kDefaultSeed: a new one per
+// launch) and whether to run it twice and compare the outputs bit for bit.
+static sim::Schedule FlceSchedule(const AsimFlceArgs& a) {
+  return sim::Schedule{a.schedule_seed, a.check_determinism != 0};
 }
 
 static akn::PlatformFacts FlcePlatform(uint32_t ai_cores) {
@@ -234,29 +254,40 @@ int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args,
       mask_bytes = packed.size();
     }
     std::vector<sim::GmRegion> regions = {
-        Region(a.grad, a.bt * 4, "grad"), Region(a.input, a.bt * a.h * e, "input"),
-        Region(a.weight, a.v * a.h * e, "weight"), Region(mask, mask_bytes, "target_mask"),
-        Region(a.masked_target, a.bt * (a.target64 ? 8 : 4), "masked_target"),
-        Region(a.input_grad, a.bt * a.h * e, "input_grad"), Region(a.weight_grad, a.v * a.h * e, "weight_grad")};
+        Input(a.grad, a.bt * 4, "grad"), Input(a.input, a.bt * a.h * e, "input"),
+        Input(a.weight, a.v * a.h * e, "weight"), Input(mask, mask_bytes, "target_mask"),
+        Input(a.masked_target, a.bt * (a.target64 ? 8 : 4), "masked_target"),
+        Output(a.input_grad, a.bt * a.h * e, "input_grad"), Output(a.weight_grad, a.v * a.h * e, "weight_grad")};
     if (a.softmax) {
-      regions.push_back(Region(a.softmax, a.bt * a.v * 4, "softmax"));
+      // High-performance mode writes G over the softmax (each row into the first half of its own).
+      regions.push_back(Output(a.softmax, a.bt * a.v * 4, "softmax"));
     } else {
-      regions.push_back(Region(a.logits_max, a.bt * 4, "logits_max"));
-      regions.push_back(Region(a.sum_exp_logits, a.bt * 4, "sum_exp_logits"));
+      regions.push_back(Input(a.logits_max, a.bt * 4, "logits_max"));
+      regions.push_back(Input(a.sum_exp_logits, a.bt * 4, "sum_exp_logits"));
     }
-    sim::GmRegion sys = Region(ws, sys_bytes, "system workspace");
-    sys.role = sim::GmRole::SystemWorkspace;
-    sim::GmRegion user = Region(ws + sys_bytes, tiling.userWorkspaceBytes, "user workspace");
-    user.role = sim::GmRole::Workspace;
-    regions.push_back(sys);
-    regions.push_back(user);
-    sim::NextLaunch() = sim::LaunchArgs{tiling_key, regions, FlcePlatform(a.ai_cores), sim::LaunchKind::MixAic1To2};
+    regions.push_back({ws, sys_bytes, "system workspace", sim::GmRole::SystemWorkspace});
+    regions.push_back({ws + sys_bytes, tiling.userWorkspaceBytes, "user workspace", sim::GmRole::Workspace});
+    sim::NextLaunch() = sim::LaunchArgs{tiling_key, regions, FlcePlatform(a.ai_cores), sim::LaunchKind::MixAic1To2,
+                                        FlceSchedule(a)};
     const sim::LaunchCounters counters = ICPU_RUN_KF(
         ascend_ops_fused_linear_cross_entropy_loss_grad, block_dim, (GM_ADDR)a.grad, (GM_ADDR)a.input, (GM_ADDR)a.weight,
         (GM_ADDR)mask, (GM_ADDR)a.masked_target, (GM_ADDR)a.logits_max, (GM_ADDR)a.sum_exp_logits,
         (GM_ADDR)a.softmax, (GM_ADDR)a.input_grad, (GM_ADDR)a.weight_grad, (GM_ADDR)workspace,
         reinterpret_cast<GM_ADDR>(&tiling));
     Accumulate(t_counters, counters);
+    // The kernel's report: per vector core the first row whose unmasked target lies outside
+    // [0, V), or -1 (the vector stage computed those rows as masked).
+    const auto* report = reinterpret_cast<const int64_t*>(ws + sys_bytes + tiling.reportOffset);
+    int64_t bad = -1;
+    for (uint64_t i = 0; i < 2ull * block_dim; ++i)
+      if (report[i] >= 0 && (bad < 0 || report[i] < bad)) bad = report[i];
+    if (bad >= 0) {
+      const int64_t target = a.target64 ? static_cast<const int64_t*>(a.masked_target)[bad]
+                                        : static_cast<const int32_t*>(a.masked_target)[bad];
+      throw BadTarget("fused_linear_cross_entropy_loss_grad: masked_target[" + std::to_string(bad) + "] = " +
+                      std::to_string(target) + " is outside [0, " + std::to_string(a.v) +
+                      ") on a row that is not masked (the kernel computed it as masked and reported it)");
+    }
   });
 }
 

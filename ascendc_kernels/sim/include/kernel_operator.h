@@ -32,13 +32,14 @@ struct LaunchArgs {
   std::vector<GmRegion> regions;
   SocSpec platform = Soc910B();          // the platform the host tiled for (core count included)
   LaunchKind kind = LaunchKind::Vector;  // MixAic1To2: blockDim AIC + 2 x blockDim AIV cores
+  Schedule schedule{};                   // thread and atomic-add order; run twice and compare (sim_runtime.h)
 };
 LaunchArgs& NextLaunch();  // what the host sets before ICPU_RUN_KF
 
 inline LaunchCounters RunKernel(const char* name, uint32_t block_dim, const std::function<void()>& body) {
   LaunchArgs args = NextLaunch();
   NextLaunch() = LaunchArgs{};
-  return RunBlocks(name, block_dim, args.tiling_key, args.regions, body, args.platform, args.kind);
+  return RunBlocks(name, block_dim, args.tiling_key, args.regions, body, args.platform, args.kind, args.schedule);
 }
 
 }  // namespace sim

@@ -108,11 +108,12 @@ void DataCopyPad(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Da
   const uint64_t ub_extent = (p.blockCount - 1) * ub_pitch + row_bytes;
   if (ub_extent % sizeof(T)) sim::Fail("UB layout not a whole number of elements");
   dst.Check(0, ub_extent / sizeof(T), sim::Owner::Mte2, sim::Access::Write, "DataCopyPad(GM->UB)");
-  src.Check(0, ((p.blockCount - 1) * gm_pitch + p.blockLen) / sizeof(T), "DataCopyPad(GM->UB)");
+  src.CheckBounds(0, ((p.blockCount - 1) * gm_pitch + p.blockLen) / sizeof(T), "DataCopyPad(GM->UB)");
   const uint32_t row_elems = row_bytes / sizeof(T);
   for (uint32_t b = 0; b < p.blockCount; ++b) {
     T* out = reinterpret_cast<T*>(reinterpret_cast<uint8_t*>(dst.Raw()) + b * ub_pitch);
     const T* in = reinterpret_cast<const T*>(reinterpret_cast<const uint8_t*>(src.Raw()) + b * gm_pitch);
+    sim::CheckGm(in, p.blockLen, "GM access");  // each burst: the gaps between rows are not read
     // Padding as documented: the pad value when asked for, the block's first element as
     // the dummy when there is no padding, and garbage (NaN-like) otherwise.
     T garbage;
@@ -139,9 +140,10 @@ void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const Da
   const uint64_t gm_pitch = uint64_t(p.blockLen) + p.dstStride;
   src.Check(0, ((p.blockCount - 1) * ub_pitch + p.blockLen) / sizeof(T), sim::Owner::Mte3, sim::Access::Read,
             "DataCopyPad(UB->GM)");
-  dst.Check(0, ((p.blockCount - 1) * gm_pitch + p.blockLen) / sizeof(T), "DataCopyPad(UB->GM)");
+  dst.CheckBounds(0, ((p.blockCount - 1) * gm_pitch + p.blockLen) / sizeof(T), "DataCopyPad(UB->GM)");
   for (uint32_t b = 0; b < p.blockCount; ++b) {
     uint8_t* out = reinterpret_cast<uint8_t*>(dst.Raw()) + b * gm_pitch;
+    sim::CheckGm(out, p.blockLen, "GM access");  // each burst: the gaps between rows are not written
     std::memcpy(out, reinterpret_cast<const uint8_t*>(src.Raw()) + b * ub_pitch, p.blockLen);
     sim::Ctx().counters.gm_write_bytes += sim::GmSectorBytes(out, p.blockLen);
   }

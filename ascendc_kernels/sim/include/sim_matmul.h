@@ -1,8 +1,10 @@
 // The Matmul high-level API with the documented prototypes: MatmulType, MatmulImpl<A, B,
 // C, BIAS> (and Matmul, the name lib/matmul_intf.h gives it), Init, REGIST_MATMUL_OBJ,
 // SetOrgShape, SetSingleShape, SetTensorA/B (with transposition), Iterate, GetTensorC,
-// IterateAll, End. Operands are ND matrices in GM; C is fp32 in GM (written, or added
-// with enAtomic = 1).
+// IterateAll, End. Operands are ND matrices in GM; C is in GM: fp32 (written, or added
+// with enAtomic = 1), or half / bfloat16_t, which the fixpipe rounds from fp32 with
+// CAST_RINT on the way out (QuantMode_t F322F16 / F322BF16, AscendC docs Fixpipe
+// 6.2.3.2.1.12) and writes (an atomic add into a 16-bit C is not modelled).
 //
 // Who runs the cube, as asc-devkit's kfc_register_obj.h / matmul_intf.h define it for a
 // MIX kernel (the macros are in lib/matmul_intf.h):
@@ -74,6 +76,8 @@ struct MatmulState {
   bool a_may_transpose = false, b_may_transpose = false;
   float (*load_a)(const void*, uint64_t) = nullptr;
   float (*load_b)(const void*, uint64_t) = nullptr;
+  uint32_t c_bytes = 4;                                  // C's element: fp32, or half / bfloat16_t
+  void (*store_c)(void*, uint64_t, float) = nullptr;     // writes one C element (the fixpipe's cast)
   // Set by the calls:
   int64_t org_m = -1, org_n = -1, org_ka = -1, org_kb = -1;
   int64_t single_m = -1, single_n = -1, single_k = -1;
@@ -97,12 +101,23 @@ void KfcClientReturn(const MatmulState& s);
 bool MatmulIterate(MatmulState& s);
 // End(): the object's L1/L0C contents are done with; another object on the TPipe may load.
 void MatmulEnd(MatmulState& s);
-// Writes (or with atomic adds) the current block to C at `c` (fp32, `c_elems` elements).
-void MatmulStoreC(MatmulState& s, float* c, uint64_t c_elems, uint8_t enAtomic);
+// Writes (or with atomic adds) the current block to C at `c` (`c_elems` elements of C's type).
+void MatmulStoreC(MatmulState& s, void* c, uint64_t c_elems, uint8_t enAtomic);
 void MatmulCheckReady(const MatmulState& s);
 
 template <typename T>
 float LoadAs(const void* p, uint64_t i) { return static_cast<float>(static_cast<const T*>(p)[i]); }
+
+// The fixpipe's store of one fp32 L0C element into C's type (F322F16 / F322BF16: CAST_RINT,
+// saturating like the vector Cast).
+template <typename T>
+void StoreAs(void* p, uint64_t i, float v) {
+  if constexpr (std::is_same<T, float>::value) {
+    static_cast<float*>(p)[i] = v;
+  } else {
+    static_cast<T*>(p)[i] = Saturate(RoundTo<T>(v, AscendC::RoundMode::CAST_RINT), v);
+  }
+}
 
 }  // namespace sim
 
@@ -128,7 +143,9 @@ class MatmulImpl {
   static_assert(A_TYPE::format == CubeFormat::ND && B_TYPE::format == CubeFormat::ND &&
                     C_TYPE::format == CubeFormat::ND,
                 "simulator: the Matmul API is modelled for ND matrices only");
-  static_assert(std::is_same<DstT, float>::value, "simulator: the Matmul API is modelled with an fp32 C only");
+  static_assert(std::is_same<DstT, float>::value || std::is_same<DstT, half>::value ||
+                    std::is_same<DstT, bfloat16_t>::value,
+                "simulator: the Matmul API is modelled with an fp32, half or bfloat16_t C only");
   static_assert(std::is_same<SrcAT, SrcBT>::value, "A and B must have the same type");
 
  public:
@@ -227,6 +244,8 @@ class MatmulImpl {
     s_.b_may_transpose = B_TYPE::isTrans;
     s_.load_a = &sim::LoadAs<SrcAT>;
     s_.load_b = &sim::LoadAs<SrcBT>;
+    s_.c_bytes = sizeof(DstT);
+    s_.store_c = &sim::StoreAs<DstT>;
     return s_;
   }
 

@@ -39,6 +39,7 @@ struct PipeState {
   PipeClock seen[kPipeCount] = {};                   // seen[p][q]: accesses of q that p is ordered after
   std::vector<PipeClock> flags[kHardEvents][kEventIds];  // views sent by SetFlag, not yet waited for (FIFO)
   uint8_t allocated[kHardEvents] = {};               // AllocEventID bitmask
+  uint8_t queue_held[kHardEvents] = {};              // IDs the TQues' EnQue/FreeTensor hold (rule C)
   uint8_t fetched[kHardEvents] = {};                 // FetchEventID answers not yet used by a SetFlag
   std::vector<UbBlockShadow> ub;                     // one entry per 32-byte UB block
 };

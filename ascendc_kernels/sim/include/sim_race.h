@@ -4,9 +4,9 @@
 // `pipe`: it hands the waiter(s) the setter's clock with the setter's own entry limited to
 // what that pipe is ordered after (sim_pipes.h), so a flag set on MTE2 does not publish
 // MTE3's writes. SyncAll joins the clocks of all participants (all pipes). Every 4-byte unit
-// of a Workspace-role GM region remembers its last writers and readers (up to two each,
-// with their clocks); an access conflicts with an earlier one by another core unless that
-// one happened before it. Two atomic adds (the fixpipe's enAtomic = 1) never conflict.
+// of a Workspace- or Output-role GM region remembers its last writers and readers (up to
+// two each, with the bytes of the unit they touched); an access conflicts with an earlier
+// one by another core to a byte they share unless that one happened before it. Two atomic adds (the fixpipe's enAtomic = 1) never conflict.
 // A conflict is a race the device could lose: the launch stops naming both cores.
 #pragma once
 
@@ -25,14 +25,16 @@ using VectorClock = std::vector<PipeClock>;
 
 enum class GmAccess : uint8_t { Read, Write, AtomicAdd };
 
-// One access: core thread id + 1 (0 = none), the pipe that made it and that pipe's access
-// count then (its own entry of the core's PipeState).
+// One access: core thread id + 1 (0 = none), the pipe that made it, which of the unit's
+// four bytes it touched (bit i: byte i; two cores may write neighbouring half elements of
+// one unit), and that pipe's access count then (its own entry of the core's PipeState).
 struct RaceEpoch {
   uint32_t tid1 : 24;
-  uint32_t pipe : 8;
+  uint32_t pipe : 4;
+  uint32_t mask : 4;
   uint32_t count = 0;
-  RaceEpoch() : tid1(0), pipe(0) {}
-  RaceEpoch(uint32_t t, uint32_t p, uint32_t n) : tid1(t), pipe(p), count(n) {}
+  RaceEpoch() : tid1(0), pipe(0), mask(0) {}
+  RaceEpoch(uint32_t t, uint32_t p, uint32_t m, uint32_t n) : tid1(t), pipe(p), mask(m), count(n) {}
 };
 
 struct RaceUnit {

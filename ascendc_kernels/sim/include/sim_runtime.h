@@ -3,12 +3,14 @@
 // counters, and the launcher that runs every block in its own thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "../../common/platform.h"
@@ -61,13 +63,34 @@ struct LaunchCounters {
   uint64_t touched_workspace_bytes = 0;   // the user workspace (role Workspace)
 };
 
-// Global memory a launch may touch: every kernel argument is registered with its size.
-enum class GmRole : uint8_t { Data, Workspace, SystemWorkspace };
+// Global memory a launch may touch: every kernel argument is registered with its size and
+// what the kernel may do with it. Output: read and written (outputs, and inputs an op
+// updates in place, like FLCE's softmax); Input: read only (a write stops the launch).
+// Output and Workspace regions are checked for races between cores (sim_race.h).
+// SystemWorkspace: reserved for the library (Matmul), not kernel code.
+enum class GmRole : uint8_t { Output, Input, Workspace, SystemWorkspace };
 struct GmRegion {
   const uint8_t* begin;
   uint64_t bytes;
   std::string name;
-  GmRole role = GmRole::Data;  // SystemWorkspace: reserved for the library (Matmul), not kernel code
+  GmRole role = GmRole::Output;
+};
+
+// One fixpipe atomic add (a Matmul C block stored with enAtomic = 1), held until the bytes
+// are next read or written otherwise (or the launch ends) and then applied together with
+// the other pending ones, in an order the launch's schedule seed picks among those that
+// no happens-before relation orders (rule F: a result that depends on it shows).
+struct AtomicRecord {
+  uint32_t thread = 0;     // the core that added
+  uint64_t seq = 0;        // creation order in the launch
+  uint64_t fix_count = 0;  // the core's FIX-pipe access count at the store (its epoch)
+  std::vector<PipeClock> clock;  // the core's vector clock at the store
+  float* dst = nullptr;    // C's first element of the block
+  uint64_t ldc = 0;        // C's row pitch (elements)
+  int64_t rows = 0, cols = 0;
+  std::vector<float> values;  // rows x cols
+  const uint8_t* lo = nullptr;  // the bytes it covers, for the overlap test
+  const uint8_t* hi = nullptr;
 };
 
 struct Launch;
@@ -124,6 +147,10 @@ void Defer(const std::string& what);
 // Bounds check of [p, p + bytes) against the launch's registered regions; returns the
 // region's end so a GlobalTensor can remember its limit.
 const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what);
+
+// DataCacheCleanAndInvalid: the line holding `p` (or, `entire`, every line) that this core
+// wrote with GlobalTensor::SetValue goes out to GM.
+void CleanDataCacheLine(const void* p, bool entire);
 
 // Cross-core flag counters of one AI core (CrossCoreSetFlag / CrossCoreWaitFlag, ids 0..10).
 // On A2/A3 each core has one counter per flag id, whatever mode set it (a wait is the
@@ -183,6 +210,16 @@ struct Launch {
   std::mutex atomic_mutex;  // serialises atomic-add writes to GM
   // Touched 32-byte sectors per region (the L2 model), one bit each.
   std::vector<std::vector<uint64_t>> touched;
+  // Rule F: pending fixpipe atomic adds (under atomic_mutex) and the seed that orders them.
+  std::vector<AtomicRecord> pending_atomics;
+  std::atomic<size_t> pending_atomic_count{0};
+  uint64_t atomic_seq = 0;
+  uint64_t schedule_seed = 0;
+  // Rules A and E: the 64-byte data-cache lines a core wrote with GlobalTensor::SetValue
+  // and has not yet cleaned with DataCacheCleanAndInvalid (line address / 64 -> thread + 1).
+  std::mutex dcache_mutex;
+  std::unordered_map<uint64_t, uint32_t> dirty_lines;
+  std::atomic<size_t> dirty_line_count{0};
   // Race detection: per Workspace region one RaceUnit per 4 bytes (empty for others),
   // the clocks joined at the SyncAll being assembled and at the last one completed, and
   // each thread's name for messages ("AIC 0", "AIV 3", "block 2").
@@ -198,12 +235,29 @@ struct Launch {
 void BlockOn(std::unique_lock<std::mutex>& lock, const std::function<bool()>& ready, const std::string& what);
 void WakeAll();  // call after changing state some core may wait for (under launch.mutex)
 
+// How a launch is scheduled. `seed` picks the order the threads start in and the order of
+// atomic adds no synchronisation orders (0: creation order, 1: the reverse, others: a
+// seeded mix; kDefaultSeed: a new seed per launch, so an order-dependent result varies
+// from run to run). `check_determinism`: run the launch twice, with seeds 0 and 1, from the
+// same initial GM, and fail if any Output region differs between the two.
+constexpr uint64_t kDefaultSeed = ~uint64_t(0);
+struct Schedule {
+  uint64_t seed = kDefaultSeed;
+  bool check_determinism = false;
+};
+
 // Runs `body` once per block, each in its own thread, like CANN's CPU debug mode.
 // Throws SimError (the first violation) after all blocks have stopped.
 LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t tiling_key,
                          const std::vector<GmRegion>& regions,
                          const std::function<void()>& body, const SocSpec& soc = Soc910B(),
-                         LaunchKind kind = LaunchKind::Vector);
+                         LaunchKind kind = LaunchKind::Vector, Schedule schedule = Schedule{});
+
+// Rule F: applies every pending atomic add whose bytes overlap [p, p + bytes) -- and, to
+// keep the order consistent, every other pending one -- before a non-atomic access.
+void FlushAtomicsBefore(Launch& l, const void* p, uint64_t bytes);
+// Records one fixpipe atomic add (the values are applied later, see AtomicRecord).
+void DeferAtomicAdd(AtomicRecord record);
 
 // The barrier behind SyncAll; raises if a block returned without reaching it.
 void SyncAllBlocks();

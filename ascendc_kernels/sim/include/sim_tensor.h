@@ -56,7 +56,38 @@ struct QueSlot {
   Owner owner = Owner::Freed;
   bool in_queue = false;
   PipeClock released{};  // the view EnQue (producer) or FreeTensor (consumer) handed over
+  int8_t enque_id = -1;  // the event ID its EnQue holds until DeQue
+  int8_t free_id = -1;   // the event ID its FreeTensor holds until the next AllocTensor
 };
+
+// Rule C. A queue's EnQue takes an ID of its enqueue HardEvent from the pipe's pool and
+// DeQue gives it back; FreeTensor takes one of its free HardEvent, which the buffer's next
+// AllocTensor gives back (asc-devkit v9.0.0 kernel_tquebind_impl.h: EnQue :196-201, DeQue
+// :328-340, FreeBuffer :439-440, AllocBuffer :502-505). A pool holds QUE_MAX_EVENT = 8 IDs
+// per HardEvent on A2/A3 (kernel_macros.h :111-114; TPipe::AllocEventID asserts it,
+// kernel_tpipe_impl.h :449-459), shared with the kernel's own AllocEventID/FetchEventID.
+constexpr int kQueMaxEvent = 8;  // QUE_MAX_EVENT on __NPU_ARCH__ 2201
+
+inline int8_t TakeQueueEventId(AscendC::HardEvent event, const char* why) {
+  PipeState& ps = Ctx().pipes;
+  const int e = static_cast<int>(event);
+  for (int id = 0; id < kQueMaxEvent; ++id)
+    if (!(((ps.allocated[e] | ps.queue_held[e]) >> id) & 1u)) {
+      ps.queue_held[e] = static_cast<uint8_t>(ps.queue_held[e] | (1u << id));
+      return static_cast<int8_t>(id);
+    }
+  Fail(std::string(why) + " needs an event ID of HardEvent::" + PipesOf(event).name + ", and all " +
+       std::to_string(kQueMaxEvent) + " are held: each tensor a queue holds EnQue'd (and each buffer freed and not "
+       "yet allocated again) keeps one until its DeQue (AllocTensor), and the kernel's AllocEventID takes from the "
+       "same 8 per HardEvent (asc-devkit kernel_tquebind_impl.h EnQue/FreeBuffer, QUE_MAX_EVENT = 8 on A2/A3): "
+       "DeQue some first, or use fewer buffers of this position (rule C)");
+}
+
+inline void GiveQueueEventId(AscendC::HardEvent event, int8_t id) {
+  if (id < 0) return;
+  uint8_t& held = Ctx().pipes.queue_held[static_cast<int>(event)];
+  held = static_cast<uint8_t>(held & ~(1u << id));
+}
 
 enum class Access : uint8_t { Read, Write };
 
@@ -190,8 +221,15 @@ class GlobalTensor {
   __gm__ T* GetPhyAddr() const { return data_; }
 
   // --- simulator internals ---
-  // Checks [index, index + count) against this tensor's size and the launch's GM regions.
+  // Checks [index, index + count) against this tensor's size and the launch's GM regions,
+  // and records the access (one burst).
   void Check(uint64_t index, uint64_t count, const char* call) const {
+    CheckBounds(index, count, call);
+    sim::CallScope scope(call);  // the call names the access's direction and pipe (sim_race.h)
+    sim::CheckGm(data_ + index, count * sizeof(T), "GM access");
+  }
+  // The size check alone: a strided copy records each of its bursts itself.
+  void CheckBounds(uint64_t index, uint64_t count, const char* call) const {
     sim::CallScope scope(call);
     if (data_ == nullptr) sim::Fail("GlobalTensor used before SetGlobalBuffer");
     if (index + count > size_) {
@@ -200,7 +238,6 @@ class GlobalTensor {
         << " elements";
       sim::Fail(s.str());
     }
-    sim::CheckGm(data_ + index, count * sizeof(T), "GM access");
   }
   T* Raw() const { return data_; }
 
@@ -234,6 +271,8 @@ class TQue {
     if (slots_.empty()) sim::Fail("queue has no buffers: call TPipe::InitBuffer first");
     for (auto& s : slots_) {
       if (s.owner == sim::Owner::Freed) {
+        sim::GiveQueueEventId(FreeEvent(), s.free_id);  // the AllocTensor waits for its FreeTensor's event
+        s.free_id = -1;
         ++s.generation;
         s.owner = pos == TPosition::VECIN ? sim::Owner::Mte2 : sim::Owner::Vector;
         s.in_queue = false;
@@ -253,6 +292,7 @@ class TQue {
     if (s->in_queue) sim::Fail("tensor EnQue'd twice");
     if (static_cast<int32_t>(fifo_.size()) >= depth)
       sim::Fail("queue used beyond its depth " + std::to_string(depth) + ": EnQue on a full queue");
+    s->enque_id = sim::TakeQueueEventId(EnqueEvent(), "TQue::EnQue");
     s->in_queue = true;
     s->owner = sim::Owner::None;
     s->released = sim::PipeView(Producer());
@@ -267,6 +307,8 @@ class TQue {
     sim::QueSlot* s = fifo_.front();
     fifo_.erase(fifo_.begin());
     s->in_queue = false;
+    sim::GiveQueueEventId(EnqueEvent(), s->enque_id);
+    s->enque_id = -1;
     s->owner = pos == TPosition::VECIN ? sim::Owner::Vector : sim::Owner::Mte3;
     sim::PipeMerge(Consumer(), s->released);
     auto* data = reinterpret_cast<T*>(sim::Ctx().ub.data() + s->offset);
@@ -278,6 +320,7 @@ class TQue {
     sim::CallScope scope("TQue::FreeTensor");
     sim::QueSlot* s = Own(tensor);
     if (s->in_queue) sim::Fail("FreeTensor on a tensor still enqueued");
+    s->free_id = sim::TakeQueueEventId(FreeEvent(), "TQue::FreeTensor");
     s->owner = sim::Owner::Freed;
     s->released = sim::PipeView(Consumer());
   }
@@ -299,6 +342,10 @@ class TQue {
   static const char* PositionName() {
     return pos == TPosition::VECIN ? "VECIN" : pos == TPosition::VECOUT ? "VECOUT" : "VECCALC";
   }
+  // The HardEvents of a TQue (asc-devkit GetQueEvt): VECIN is GM -> UB (MTE2_V, freed
+  // V_MTE2), VECOUT UB -> GM (V_MTE3, freed MTE3_V).
+  static HardEvent EnqueEvent() { return pos == TPosition::VECIN ? HardEvent::MTE2_V : HardEvent::V_MTE3; }
+  static HardEvent FreeEvent() { return pos == TPosition::VECIN ? HardEvent::V_MTE2 : HardEvent::MTE3_V; }
   template <typename T>
   sim::QueSlot* Own(const LocalTensor<T>& t) {
     sim::QueSlot* s = t.Slot();
@@ -366,12 +413,14 @@ class TPipe {
   TEventID AllocEventID() {
     sim::CallScope scope("TPipe::AllocEventID");
     uint8_t& taken = sim::Ctx().pipes.allocated[static_cast<int>(evt)];
+    const uint8_t queues = sim::Ctx().pipes.queue_held[static_cast<int>(evt)];
     for (int id = 0; id < sim::kEventIds; ++id)
-      if (!((taken >> id) & 1u)) {
+      if (!(((taken | queues) >> id) & 1u)) {
         taken = static_cast<uint8_t>(taken | (1u << id));
         return static_cast<TEventID>(id);
       }
-    sim::Fail(std::string("all event IDs of HardEvent::") + sim::PipesOf(evt).name + " are allocated");
+    sim::Fail(std::string("all event IDs of HardEvent::") + sim::PipesOf(evt).name +
+              " are allocated (by AllocEventID or held by the queues' EnQue/FreeTensor)");
   }
   template <HardEvent evt>
   void ReleaseEventID(TEventID id) {
@@ -389,7 +438,7 @@ class TPipe {
     sim::PipeState& ps = sim::Ctx().pipes;
     const int e = static_cast<int>(evt);
     for (int id = 0; id < sim::kEventIds; ++id)
-      if (!((ps.allocated[e] >> id) & 1u)) {
+      if (!(((ps.allocated[e] | ps.queue_held[e]) >> id) & 1u)) {
         ps.fetched[e] = static_cast<uint8_t>(ps.fetched[e] | (1u << id));
         return static_cast<TEventID>(id);
       }
@@ -400,7 +449,11 @@ class TPipe {
   bool InitBuffer(TQue<pos, depth>& que, uint8_t num, uint32_t len) {
     sim::CallScope scope("TPipe::InitBuffer");
     if (que.Initialised()) sim::Fail("queue initialised twice");
-    if (num == 0 || len == 0) sim::Fail("InitBuffer needs num >= 1 and len >= 1");
+    if (num == 0 || num > kQbufMaxLen)
+      sim::Fail("num " + std::to_string(num) + " outside [1, QBUF_MAX_LEN = " + std::to_string(kQbufMaxLen) +
+                "] (asc-devkit kernel_tpipe_impl.h:225, ASCENDC_CHECK_VALUE_RANGE(num, 1, QBUF_MAX_LEN); rule B)");
+    if (len == 0) sim::Fail("InitBuffer needs len >= 1");
+    CountBuffers(num);
     const uint32_t aligned = Align(len);
     que.Init(num, len, Take(uint64_t(num) * aligned), aligned);
     return true;
@@ -409,11 +462,25 @@ class TPipe {
   bool InitBuffer(TBuf<pos>& buf, uint32_t len) {
     sim::CallScope scope("TPipe::InitBuffer");
     if (len == 0) sim::Fail("InitBuffer needs len >= 1");
+    CountBuffers(1);  // a TBuf is one buffer handle
     buf.Init(Take(Align(len)), len);
     return true;
   }
 
  private:
+  // QBUF_MAX_LEN (asc-devkit impl/basic_api/kernel_macros.h:66-67): the buffers one TPipe
+  // manages, every InitBuffer's num (a TBuf counts one) added up (kernel_tpipe_impl.h
+  // :288-292, :353-357).
+  static constexpr uint32_t kQbufMaxLen = 64;
+  void CountBuffers(uint32_t num) {
+    buffers_ += num;
+    if (buffers_ > kQbufMaxLen)
+      sim::Fail("the TPipe now manages " + std::to_string(buffers_) + " buffers, more than QBUF_MAX_LEN = " +
+                std::to_string(kQbufMaxLen) + " (asc-devkit kernel_tpipe_impl.h:288-292: every InitBuffer's num "
+                "adds up, a TBuf counts one; rule B)");
+  }
+  uint32_t buffers_ = 0;
+
   static uint32_t Align(uint32_t len) {
     const uint32_t b = sim::Ctx().launch->soc->blockBytes;
     return (len + b - 1) / b * b;
@@ -433,6 +500,25 @@ class TPipe {
     return offset;
   }
 };
+
+// Data-cache control (AscendC docs 6.2.3.8.2; asc-devkit kernel_reg.h): the line that holds
+// `dst`'s first element (SINGLE_CACHE_LINE) or every line of the core (ENTIRE_DATA_CACHE)
+// is written back to GM and dropped. What GlobalTensor::SetValue wrote reaches GM only
+// then (rules A and E, src/runtime.cpp).
+enum class CacheLine : uint64_t { SINGLE_CACHE_LINE = 0, ENTIRE_DATA_CACHE };
+enum class DcciDst : uint64_t { CACHELINE_ALL = 0, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+
+template <typename T, CacheLine entireType, DcciDst dcciDst>
+void DataCacheCleanAndInvalid(const GlobalTensor<T>& dst) {
+  sim::CallScope scope("DataCacheCleanAndInvalid");
+  static_assert(dcciDst != DcciDst::CACHELINE_UB, "simulator: DataCacheCleanAndInvalid for UB is not modelled");
+  sim::CleanDataCacheLine(dst.GetPhyAddr(), entireType == CacheLine::ENTIRE_DATA_CACHE);
+}
+
+template <typename T, CacheLine entireType>
+void DataCacheCleanAndInvalid(const GlobalTensor<T>& dst) {
+  DataCacheCleanAndInvalid<T, entireType, DcciDst::CACHELINE_OUT>(dst);
+}
 
 // The block's TPipe (CANN keeps a global pointer to the pipe the kernel constructed).
 inline TPipe* GetTPipePtr() {

@@ -3,6 +3,8 @@
 // that the simulator stops with a message naming the kernel, the block and the call;
 // with no bug it must run clean, so a test cannot pass by the simulator rejecting all.
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,9 @@ enum Bug : int32_t {
   kReduceSumScratch,   // ReduceSum of 64 floats with a 4-element sharedTmpBuffer (needs 8)
   kAllocWithoutRelease,  // AllocEventID with no ReleaseEventID before the kernel ends
   kStaleFetchedId,     // one FetchEventID answer used for two SetFlags
+  kInitBufferNum100,   // InitBuffer(que, 100, 32): num beyond QBUF_MAX_LEN = 64 (rule B)
+  kBuffersPastPipeMax, // 60 more buffers on a TPipe that already manages 5: 65 > 64 (rule B)
+  kNineEnqueued,       // nine VECIN tensors enqueued at once: 8 event IDs of MTE2_V (rule C)
 };
 
 constexpr uint32_t kElems = 64;
@@ -58,9 +63,23 @@ class ScaleKernel {
     if (bug_ == kWideningRound || bug_ == kBf16Arithmetic || bug_ == kReduceSumScratch)
       pipe_.InitBuffer(extra_, kElems * sizeof(float));
     pipe_.InitBuffer(scratch_, kElems * sizeof(float));
+    if (bug_ == kInitBufferNum100) pipe_.InitBuffer(manyQue_, 100, 32);
+    if (bug_ == kBuffersPastPipeMax) pipe_.InitBuffer(manyQue_, 60, 32);
+    if (bug_ == kNineEnqueued) pipe_.InitBuffer(nineQue_, 9, 32);
+  }
+
+  // Nine tensors of one VECIN queue enqueued at once: each EnQue holds an MTE2_V event
+  // ID until its DeQue, and there are eight.
+  __aicore__ inline void EnqueueNine() {
+    LocalTensor<float> held[9];
+    for (int i = 0; i < 9; ++i) {
+      held[i] = nineQue_.AllocTensor<float>();
+      nineQue_.EnQue(held[i]);
+    }
   }
 
   __aicore__ inline void Process() {
+    if (bug_ == kNineEnqueued) EnqueueNine();
     LocalTensor<float> in = inQue_.AllocTensor<float>();
     if (bug_ == kGmOutOfBounds) {
       GlobalTensor<float> all;
@@ -160,7 +179,8 @@ class ScaleKernel {
   TPipe pipe_;
   TQue<QuePosition::VECIN, 2> inQue_;
   TQue<QuePosition::VECOUT, 2> outQue_;
-  TQue<QuePosition::VECIN, 1> shallowQue_;
+  TQue<QuePosition::VECIN, 1> shallowQue_, manyQue_;
+  TQue<QuePosition::VECIN, 9> nineQue_;
   TBuf<TPosition::VECCALC> extra_, scratch_;
   GlobalTensor<float> xGm_, yGm_;
 };
@@ -194,32 +214,58 @@ extern "C" int asim_run_selftest_kernel(int32_t bug, uint32_t blocks, const floa
 
 // Every block writes its index, SyncAll, then reads its neighbour's: without a barrier
 // some block would read an unwritten slot. Bugs: 1 the last block returns before SyncAll,
-// 2 no kernel type declared (a hardware SyncAll needs KERNEL_TYPE_MIX_AIV_1_0).
+// 2 no kernel type declared (a hardware SyncAll needs KERNEL_TYPE_MIX_AIV_1_0). A slot is
+// a 64-byte data-cache line of its own, written with SetValue and cleaned at once: the
+// scalar store reaches GM only then, and a line shared with another core's slot would be
+// written back whole over it (rules A and E).
+constexpr uint32_t kSlotInts = 16;  // one 64-byte line per slot
+
 extern "C" __global__ __aicore__ void selftest_syncall(GM_ADDR slots, GM_ADDR seen, GM_ADDR bugArg) {
   const int32_t bug = *reinterpret_cast<int32_t*>(bugArg);
   if (bug != 2) KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIV_1_0);
   if (bug == 1 && GetBlockIdx() == GetBlockNum() - 1) return;
   GlobalTensor<int32_t> slot;
   GlobalTensor<int32_t> out;
-  slot.SetGlobalBuffer((__gm__ int32_t*)slots, GetBlockNum());
-  out.SetGlobalBuffer((__gm__ int32_t*)seen, GetBlockNum());
+  slot.SetGlobalBuffer((__gm__ int32_t*)slots, GetBlockNum() * kSlotInts);
+  out.SetGlobalBuffer((__gm__ int32_t*)seen, GetBlockNum() * kSlotInts);
   const int64_t b = GetBlockIdx();
-  slot.SetValue(b, static_cast<int32_t>(b) + 1);
+  slot.SetValue(b * kSlotInts, static_cast<int32_t>(b) + 1);
+  DataCacheCleanAndInvalid<int32_t, CacheLine::SINGLE_CACHE_LINE, DcciDst::CACHELINE_OUT>(slot[b * kSlotInts]);
   SyncAll();
-  out.SetValue(b, slot.GetValue((b + 1) % GetBlockNum()));
+  out.SetValue(b * kSlotInts, slot.GetValue((b + 1) % GetBlockNum() * kSlotInts));
+  DataCacheCleanAndInvalid<int32_t, CacheLine::SINGLE_CACHE_LINE, DcciDst::CACHELINE_OUT>(out[b * kSlotInts]);
 }
+
+namespace {
+
+// 64-byte aligned host buffers standing in for GM whose lines the kernels own one each.
+struct LineBuffer {
+  explicit LineBuffer(uint64_t bytes) : data(static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64))) {
+    std::memset(data, 0, (bytes + 63) / 64 * 64);
+  }
+  ~LineBuffer() { std::free(data); }
+  LineBuffer(const LineBuffer&) = delete;
+  uint8_t* data;
+};
+
+}  // namespace
 
 extern "C" int asim_run_selftest_syncall(uint32_t blocks, int32_t* slots, int32_t* seen, int32_t bug,
                                          char* error, uint64_t error_bytes) {
-  sim::NextLaunch() = sim::LaunchArgs{0, {{reinterpret_cast<const uint8_t*>(slots), blocks * 4ull, "slots"},
-                                          {reinterpret_cast<const uint8_t*>(seen), blocks * 4ull, "seen"}}};
+  const uint64_t bytes = uint64_t(blocks) * kSlotInts * 4;
+  LineBuffer slot_gm(bytes), seen_gm(bytes);
+  sim::NextLaunch() = sim::LaunchArgs{0, {{slot_gm.data, bytes, "slots"}, {seen_gm.data, bytes, "seen"}}};
   try {
-    ICPU_RUN_KF(selftest_syncall, blocks, (GM_ADDR)slots, (GM_ADDR)seen, (GM_ADDR)&bug);
-    return 0;
+    ICPU_RUN_KF(selftest_syncall, blocks, (GM_ADDR)slot_gm.data, (GM_ADDR)seen_gm.data, (GM_ADDR)&bug);
   } catch (const std::exception& e) {
     std::snprintf(error, error_bytes, "%s", e.what());
     return 1;
   }
+  for (uint32_t b = 0; b < blocks; ++b) {
+    slots[b] = reinterpret_cast<int32_t*>(slot_gm.data)[b * kSlotInts];
+    seen[b] = reinterpret_cast<int32_t*>(seen_gm.data)[b * kSlotInts];
+  }
+  return 0;
 }
 
 // Casts n floats to half on one block (UB -> UB with Cast, CAST_RINT): what the hardware

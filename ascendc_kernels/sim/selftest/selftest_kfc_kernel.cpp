@@ -118,14 +118,14 @@ extern "C" __global__ __aicore__ void selftest_kfc(GM_ADDR a, GM_ADDR b, GM_ADDR
 
 // selftest_mix_kernel.cpp: sizes `workspace` and sets the next launch over a, b, y and it.
 void SetMixSelftestLaunch(std::string& workspace, uint32_t blocks, const void* a, const void* b, float* y,
-                          sim::LaunchKind kind, uint64_t sys_bytes);
+                          sim::LaunchKind kind, uint64_t sys_bytes, bool check_determinism);
 
 // Launched by asim_run_selftest_mix (selftest_mix_kernel.cpp) for bug numbers from 100.
 int RunSelftestKfc(int32_t bug, uint32_t blocks, const void* a, const void* b, float* y, char* error,
                    uint64_t error_bytes) {
   int32_t bug_value = bug;
   std::string workspace;
-  SetMixSelftestLaunch(workspace, blocks, a, b, y, sim::LaunchKind::MixAic1To2, sim::kReservedWorkspace);
+  SetMixSelftestLaunch(workspace, blocks, a, b, y, sim::LaunchKind::MixAic1To2, sim::kReservedWorkspace, false);
   auto* ws = reinterpret_cast<uint8_t*>(&workspace[0]);
   try {
     ICPU_RUN_KF(selftest_kfc, blocks, (GM_ADDR)a, (GM_ADDR)b, (GM_ADDR)y, (GM_ADDR)ws, (GM_ADDR)&bug_value);

@@ -61,6 +61,8 @@ enum MixBug : int32_t {
   kSecondMatmulAfterEnd,   // the same with End() in between: allowed
   kSysWorkspaceShort,      // the host reserves 4 KiB of system workspace, not RESERVED_WORKSPACE (host side)
   kUserWorkspaceOffset,    // GetUserWorkspace(workspace + 64): the device ignores the argument, CPU debug does not
+  kAtomicAddsUnordered,    // every AIC atomically adds a product of its own into one shared block, nothing
+                           // ordering the adds: the rounded sum depends on their order (rule F)
 };
 
 constexpr int32_t kN = 32;  // M = N = K
@@ -97,7 +99,7 @@ TCubeTiling Tiling(int32_t bug) {
 
 // `meet`: end with the mode-0 meeting of all cores of a kind (runs that hang or fail on
 // purpose skip it, so the report comes from the core the test names).
-void Cube(GM_ADDR a, GM_ADDR b, GM_ADDR user, GM_ADDR workspace, int32_t bug, bool meet) {
+void Cube(GM_ADDR a, GM_ADDR b, GM_ADDR user, GM_ADDR y, GM_ADDR workspace, int32_t bug, int32_t requested, bool meet) {
   TPipe pipe;
   TCubeTiling tiling = Tiling(bug);
   GlobalTensor<half> aGm, bGm;
@@ -150,6 +152,13 @@ void Cube(GM_ADDR a, GM_ADDR b, GM_ADDR user, GM_ADDR workspace, int32_t bug, bo
     second.End();
   }
   mm.End();
+  if (requested == kAtomicAddsUnordered) {  // K shortened per core: every core adds other values
+    GlobalTensor<float> shared;
+    shared.SetGlobalBuffer((__gm__ float*)y + GetBlockNum() * kN * kN, kN * kN);
+    mm.SetSingleShape(kN, kN, kN - 2 * static_cast<int32_t>(GetBlockIdx()));
+    mm.IterateAll(shared, 1);
+    mm.End();
+  }
   // The cube core's pipes pair flags like the vector core's (IDs from the pipe).
   const TEventID mToFix = pipe.FetchEventID(HardEvent::M_FIX);
   SetFlag<HardEvent::M_FIX>(mToFix);
@@ -225,7 +234,7 @@ extern "C" __global__ __aicore__ void selftest_mix(GM_ADDR a, GM_ADDR b, GM_ADDR
     if (bug == kMatmulOnVector) {
       CrossCoreSetFlag<2, PIPE_FIX>(0);
     } else {
-      Cube(a, b, user, workspace, bug, meet);
+      Cube(a, b, user, y, workspace, bug, requested, meet);
     }
   }
   if ASCEND_IS_AIV {
@@ -241,22 +250,23 @@ extern "C" __global__ __aicore__ void selftest_mix(GM_ADDR a, GM_ADDR b, GM_ADDR
 }
 
 // The GM both MIX self-tests (this one and selftest_kfc_kernel.cpp) run over: a, b [32, 32]
-// half, y blocks x [32, 32] fp32, then `workspace`, sized here: a system workspace and one
-// [32, 32] fp32 user block per AI core (the system part `kSys` bytes: RESERVED_WORKSPACE, as
-// GetUserWorkspace skips on the device). Sets the next launch's regions and kind; the caller
-// keeps `workspace` alive through the launch.
+// half, y (blocks + 1) x [32, 32] fp32 (the last block only for kAtomicAddsUnordered), then
+// `workspace`, sized here: a system workspace and one [32, 32] fp32 user block per AI core
+// (the system part `kSys` bytes: RESERVED_WORKSPACE, as GetUserWorkspace skips on the
+// device). Sets the next launch's regions, kind and schedule; the caller keeps `workspace`
+// alive through the launch.
 void SetMixSelftestLaunch(std::string& workspace, uint32_t blocks, const void* a, const void* b, float* y,
-                          sim::LaunchKind kind, uint64_t kSys) {
+                          sim::LaunchKind kind, uint64_t kSys, bool check_determinism) {
   workspace.assign(kSys + uint64_t(blocks) * kN * kN * sizeof(float), '\0');
   auto* ws = reinterpret_cast<uint8_t*>(&workspace[0]);
   sim::GmRegion sys{ws, kSys, "system workspace", sim::GmRole::SystemWorkspace};
   sim::GmRegion user{ws + kSys, workspace.size() - kSys, "user workspace", sim::GmRole::Workspace};
-  const uint64_t ab = kN * kN * 2, yb = uint64_t(blocks) * kN * kN * 4;
+  const uint64_t ab = kN * kN * 2, yb = uint64_t(blocks + 1) * kN * kN * 4;
   sim::NextLaunch() = sim::LaunchArgs{0,
-                                      {{reinterpret_cast<const uint8_t*>(a), ab, "a"},
-                                       {reinterpret_cast<const uint8_t*>(b), ab, "b"},
+                                      {{reinterpret_cast<const uint8_t*>(a), ab, "a", sim::GmRole::Input},
+                                       {reinterpret_cast<const uint8_t*>(b), ab, "b", sim::GmRole::Input},
                                        {reinterpret_cast<const uint8_t*>(y), yb, "y"}, sys, user},
-                                      sim::Soc910B(), kind};
+                                      sim::Soc910B(), kind, sim::Schedule{sim::kDefaultSeed, check_determinism}};
 }
 
 // The KFC kernel of selftest_kfc_kernel.cpp: bug numbers from kKfcBugBase up.
@@ -264,15 +274,16 @@ constexpr int32_t kKfcBugBase = 100;
 int RunSelftestKfc(int32_t bug, uint32_t blocks, const void* a, const void* b, float* y, char* error,
                    uint64_t error_bytes);
 
-// a, b: [32, 32] half; y: blocks x [32, 32] fp32 (y = 2 · A · Bᵀ per AI core).
+// a, b: [32, 32] half; y: (blocks + 1) x [32, 32] fp32 (y = 2 · A · Bᵀ per AI core, then the
+// block kAtomicAddsUnordered adds into). `check_determinism`: run twice, compare y.
 extern "C" int asim_run_selftest_mix(int32_t bug, uint32_t blocks, const void* a, const void* b, float* y,
-                                     char* error, uint64_t error_bytes) {
+                                     int32_t check_determinism, char* error, uint64_t error_bytes) {
   if (bug >= kKfcBugBase) return RunSelftestKfc(bug - kKfcBugBase, blocks, a, b, y, error, error_bytes);
   int32_t bug_value = bug;
   std::string workspace;
   SetMixSelftestLaunch(workspace, blocks, a, b, y,
                        bug == kTypeMismatch ? sim::LaunchKind::Vector : sim::LaunchKind::MixAic1To2,
-                       bug == kSysWorkspaceShort ? 4096 : sim::kReservedWorkspace);
+                       bug == kSysWorkspaceShort ? 4096 : sim::kReservedWorkspace, check_determinism != 0);
   auto* ws = reinterpret_cast<uint8_t*>(&workspace[0]);
   try {
     ICPU_RUN_KF(selftest_mix, blocks, (GM_ADDR)a, (GM_ADDR)b, (GM_ADDR)y, (GM_ADDR)ws, (GM_ADDR)&bug_value);

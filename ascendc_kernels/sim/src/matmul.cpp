@@ -271,9 +271,10 @@ bool MatmulIterate(MatmulState& s) {
   return true;
 }
 
-void MatmulStoreC(MatmulState& s, float* c, uint64_t c_elems, uint8_t enAtomic) {
+void MatmulStoreC(MatmulState& s, void* c, uint64_t c_elems, uint8_t enAtomic) {
   if (s.block < 0) Fail("GetTensorC without a block from Iterate");
   if (enAtomic > 1) Fail("enAtomic " + Num(enAtomic) + " is not modelled (0: write, 1: add)");
+  if (enAtomic && s.c_bytes != 4) Fail("an atomic add into a half / bfloat16_t C is not modelled (use an fp32 C)");
   const uint64_t ldc = s.org_n;
   const uint64_t last = (s.c_row0 + s.c_rows - 1) * ldc + s.c_col0 + s.c_cols;
   if (last > c_elems)
@@ -281,24 +282,34 @@ void MatmulStoreC(MatmulState& s, float* c, uint64_t c_elems, uint8_t enAtomic) 
   // The fixpipe stores what the cube computed from MTE2's loads: ordered after them.
   PipeMerge(kPipeFix, PipeView(kPipeMte2));
   BlockContext& ctx = Ctx();
-  Launch& l = *ctx.launch;
-  std::unique_lock<std::mutex> lock(l.atomic_mutex, std::defer_lock);
+  auto* bytes = static_cast<uint8_t*>(c);
   ctx.atomic_store = enAtomic != 0;
   for (int64_t i = 0; i < s.c_rows; ++i) {
-    float* out = c + (s.c_row0 + i) * ldc + s.c_col0;
-    CheckGm(out, s.c_cols * sizeof(float), "Matmul C store");
-    ctx.counters.gm_write_bytes += GmSectorBytes(out, s.c_cols * sizeof(float));
+    uint8_t* out = bytes + ((s.c_row0 + i) * ldc + s.c_col0) * s.c_bytes;
+    CheckGm(out, s.c_cols * s.c_bytes, "Matmul C store");
+    ctx.counters.gm_write_bytes += GmSectorBytes(out, s.c_cols * s.c_bytes);
   }
   ctx.atomic_store = false;
-  if (enAtomic) lock.lock();  // the fixpipe's atomic add: no other core's add interleaves
-  for (int64_t i = 0; i < s.c_rows; ++i) {
-    float* out = c + (s.c_row0 + i) * ldc + s.c_col0;
-    const float* in = &s.c[i * s.c_cols];
-    if (enAtomic)
-      for (int64_t j = 0; j < s.c_cols; ++j) out[j] += in[j];
-    else
-      std::copy(in, in + s.c_cols, out);
+  if (enAtomic) {
+    // The fixpipe's atomic add: applied later, in an order the launch's schedule picks
+    // among the adds nothing orders (rule F, AtomicRecord).
+    AtomicRecord a;
+    a.thread = ctx.thread;
+    a.fix_count = ctx.pipes.seen[kPipeFix][kPipeFix];
+    a.clock = ctx.clock;
+    a.dst = static_cast<float*>(c) + s.c_row0 * ldc + s.c_col0;
+    a.ldc = ldc;
+    a.rows = s.c_rows;
+    a.cols = s.c_cols;
+    a.values = s.c;
+    a.lo = reinterpret_cast<const uint8_t*>(a.dst);
+    a.hi = reinterpret_cast<const uint8_t*>(a.dst + (s.c_rows - 1) * ldc + s.c_cols);
+    DeferAtomicAdd(std::move(a));
+    return;
   }
+  for (int64_t i = 0; i < s.c_rows; ++i)
+    for (int64_t j = 0; j < s.c_cols; ++j)
+      s.store_c(c, (s.c_row0 + i) * ldc + s.c_col0 + j, s.c[i * s.c_cols + j]);
 }
 
 }  // namespace sim

@@ -46,18 +46,27 @@ bool HappenedBefore(const RaceEpoch& e, const BlockContext& c) {
   Fail(s.str());
 }
 
-// Puts `e` into one of two slots: its own thread's, a free one, or one that happened
-// before the current core (superseded); else the older slot is overwritten (an
-// approximation: more than two unordered accessors of one unit are not all remembered).
-void Remember(RaceEpoch (&slots)[2], const RaceEpoch& e, const BlockContext& c, uint32_t* atomic_bits, bool atomic) {
+// Puts `e` into one of two slots: its own thread's (the bytes merged), a free one, or one
+// that happened before the current core (superseded); else the older slot is overwritten
+// (an approximation: more than two unordered accessors of one unit are not all remembered).
+void Remember(RaceEpoch (&slots)[2], RaceEpoch e, const BlockContext& c, uint32_t* atomic_bits, bool atomic) {
   int at = -1;
   for (int i = 0; i < 2 && at < 0; ++i)
-    if (slots[i].tid1 == e.tid1) at = i;
+    if (slots[i].tid1 == e.tid1) {
+      at = i;
+      e.mask |= slots[i].mask;
+    }
   for (int i = 0; i < 2 && at < 0; ++i)
     if (slots[i].tid1 == 0 || (HappenedBefore(slots[i], c) && slots[i].tid1 != e.tid1)) at = i;
   if (at < 0) at = slots[0].count <= slots[1].count ? 0 : 1;
   slots[at] = e;
   if (atomic_bits) *atomic_bits = (*atomic_bits & ~(1u << at)) | (atomic ? 1u << at : 0u);
+}
+
+// Drops bytes `mask` from a slot (a later write covers them); an empty slot is free.
+void Forget(RaceEpoch& slot, uint32_t mask) {
+  slot.mask &= ~mask;
+  if (slot.mask == 0) slot = RaceEpoch{};
 }
 
 }  // namespace
@@ -70,14 +79,18 @@ void RaceCheck(size_t region, const uint8_t* p, uint64_t bytes, GmAccess access,
   const uint64_t offset = uint64_t(p - l.regions[region].begin);
   const uint64_t first = offset / 4, last = (offset + bytes - 1) / 4;
   // Each GM access is one more access of its pipe: a flag set on that pipe later covers it.
-  const RaceEpoch me{c.thread + 1, pipe, static_cast<uint32_t>(++c.pipes.seen[pipe][pipe])};
+  const uint32_t count = static_cast<uint32_t>(++c.pipes.seen[pipe][pipe]);
   std::lock_guard<std::mutex> lock(l.race_mutex);
   for (uint64_t u = first; u <= last; ++u) {
+    // The bytes of unit u this access touches.
+    const uint64_t lo = std::max(offset, u * 4), hi = std::min(offset + bytes, u * 4 + 4);
+    const uint32_t mask = ((1u << (hi - lo)) - 1) << (lo - u * 4);
+    const RaceEpoch me{c.thread + 1, pipe, mask, count};
     RaceUnit& r = units[u];
     for (int i = 0; i < 2; ++i) {
       const RaceEpoch& w = r.writes[i];
       const bool both_atomic = access == GmAccess::AtomicAdd && (r.atomic >> i & 1u);
-      if (!HappenedBefore(w, c) && !both_atomic)
+      if ((w.mask & mask) && !HappenedBefore(w, c) && !both_atomic)
         Race(l, region, u * 4, w, (r.atomic >> i & 1u) ? "added into" : "wrote",
              access == GmAccess::Read ? "reads" : "writes");
     }
@@ -86,14 +99,16 @@ void RaceCheck(size_t region, const uint8_t* p, uint64_t bytes, GmAccess access,
       continue;
     }
     for (const RaceEpoch& rd : r.reads)
-      if (!HappenedBefore(rd, c)) Race(l, region, u * 4, rd, "read", "writes");
-    r.reads[0] = r.reads[1] = RaceEpoch{};
+      if ((rd.mask & mask) && !HappenedBefore(rd, c)) Race(l, region, u * 4, rd, "read", "writes");
+    for (RaceEpoch& rd : r.reads) Forget(rd, mask);
     if (access == GmAccess::AtomicAdd) {
       Remember(r.writes, me, c, &r.atomic, true);
     } else {
-      r.writes[0] = me;
-      r.writes[1] = RaceEpoch{};
-      r.atomic = 0;
+      for (int i = 0; i < 2; ++i) {
+        Forget(r.writes[i], mask);
+        if (r.writes[i].tid1 == 0) r.atomic &= ~(1u << i);
+      }
+      Remember(r.writes, me, c, &r.atomic, false);
     }
   }
 }

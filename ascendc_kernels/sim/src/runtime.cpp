@@ -2,7 +2,9 @@
 #include "kernel_operator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <initializer_list>
 #include <exception>
 #include <sstream>
 #include <thread>
@@ -60,6 +62,59 @@ void Touch(Launch& l, size_t r, const uint8_t* p, uint64_t bytes) {
 }
 }  // namespace
 
+namespace {
+
+// GlobalTensor::SetValue writes the core's data cache, which goes out to GM later, one
+// 64-byte line at a time (AscendC docs, GlobalTensor SetValue, 6.2.2.2.7, and
+// DataCacheCleanAndInvalid, 6.2.3.8.2): DMA units read and write GM directly.
+constexpr uint64_t kDataCacheLine = 64;
+
+// The bytes of region `r` a 64-byte data-cache line covers.
+std::string LineText(const GmRegion& r, uint64_t line) {
+  const uint64_t base = reinterpret_cast<uint64_t>(r.begin);
+  const uint64_t lo = std::max(line * kDataCacheLine, base) - base;
+  const uint64_t hi = std::min((line + 1) * kDataCacheLine, base + r.bytes) - base;
+  return "[" + std::to_string(lo) + ", " + std::to_string(hi) + ")";
+}
+
+// Rules A and E: an access that meets a line some core holds dirty in its data cache.
+void DataCacheCheck(Launch& l, const GmRegion& r, const uint8_t* q, uint64_t bytes, GmAccess access, Pipe pipe) {
+  BlockContext& c = Ctx();
+  const bool scalar = pipe == kPipeS;
+  if (!scalar && l.dirty_line_count.load() == 0) return;
+  const uint64_t first = reinterpret_cast<uint64_t>(q) / kDataCacheLine;
+  const uint64_t last = (reinterpret_cast<uint64_t>(q) + bytes - 1) / kDataCacheLine;
+  std::lock_guard<std::mutex> lock(l.dcache_mutex);
+  for (uint64_t line = first; line <= last; ++line) {
+    const auto it = l.dirty_lines.find(line);
+    const uint32_t owner = it == l.dirty_lines.end() ? 0 : it->second;
+    if (owner == c.thread + 1 && scalar) continue;  // the scalar unit sees its own data cache
+    const std::string where = "GM '" + r.name + "' bytes [" + std::to_string(q - r.begin) + ", " +
+                              std::to_string(q - r.begin + bytes) + ")";
+    if (owner != 0) {
+      const std::string holder = owner == c.thread + 1 ? "this core" : l.thread_names[owner - 1];
+      const std::string line_text = "64-byte data-cache line (its bytes " + LineText(r, line) + ")";
+      if (access == GmAccess::Read)
+        Fail(std::string(scalar ? "the scalar unit" : "a DMA") + " reads " + where + " in the " + line_text +
+             " that " + holder + " wrote with GlobalTensor::SetValue and has not written back: SetValue writes the "
+             "core's data cache, which reaches GM per 64-byte line later (AscendC docs: GlobalTensor SetValue, "
+             "DataCacheCleanAndInvalid), so this read sees the old bytes; call DataCacheCleanAndInvalid<T, "
+             "CacheLine::SINGLE_CACHE_LINE, DcciDst::CACHELINE_OUT> on it after the SetValue (rule A)");
+      Fail(std::string(scalar ? "GlobalTensor::SetValue" : "a DMA") + " writes " + where + " in the " + line_text +
+           " that " + holder + " holds dirty in its data cache (GlobalTensor::SetValue, not yet cleaned): that "
+           "line's write-back carries all 64 bytes and would overwrite these (AscendC docs: SetValue writes out per "
+           "64-byte cache line); clean it with DataCacheCleanAndInvalid first, and keep other cores' data off a "
+           "line the scalar unit writes (rule E)");
+    }
+    if (scalar && access != GmAccess::Read) {
+      l.dirty_lines[line] = c.thread + 1;
+      l.dirty_line_count = l.dirty_lines.size();
+    }
+  }
+}
+
+}  // namespace
+
 const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what) {
   const auto* q = static_cast<const uint8_t*>(p);
   Launch& l = *Ctx().launch;
@@ -80,9 +135,27 @@ const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what) {
         Fail(std::string(what) + " inside the system workspace (reserved for the Matmul library): "
              "kernel code must use GetUserWorkspace(workspace)");
       // SetGlobalBuffer only names a range; the accesses through it are what touch GM.
-      if (std::strcmp(what, "SetGlobalBuffer") != 0) {
+      if (std::strcmp(what, "SetGlobalBuffer") != 0 && bytes != 0) {
+        const GmAccess access = CurrentGmAccess(what);
+        const Pipe pipe = CurrentGmPipe(what);
+        if (access != GmAccess::Read && r.role == GmRole::Input)
+          Fail(std::string(what) + " writes GM '" + r.name + "', an input of the launch: the kernel may only read it "
+               "(the host registers a buffer the op updates in place as an output)");
         Touch(l, i, q, bytes);
-        if (r.role == GmRole::Workspace) RaceCheck(i, q, bytes, CurrentGmAccess(what), CurrentGmPipe(what));
+        if (access != GmAccess::AtomicAdd) FlushAtomicsBefore(l, q, bytes);
+        DataCacheCheck(l, r, q, bytes, access, pipe);
+        if (r.role == GmRole::Workspace || r.role == GmRole::Output) {
+          if (pipe == kPipeS && access != GmAccess::Read) {
+            // The write-back carries the whole line: for the race check the store writes it all.
+            const uint64_t at = reinterpret_cast<uint64_t>(q), base = reinterpret_cast<uint64_t>(r.begin);
+            const uint64_t lo = std::max(at / kDataCacheLine * kDataCacheLine, base);
+            const uint64_t hi = std::min((at + bytes + kDataCacheLine - 1) / kDataCacheLine * kDataCacheLine,
+                                         base + r.bytes);
+            RaceCheck(i, r.begin + (lo - base), hi - lo, access, pipe);
+          } else {
+            RaceCheck(i, q, bytes, access, pipe);
+          }
+        }
       }
       return r.begin + r.bytes;
     }
@@ -90,6 +163,90 @@ const uint8_t* CheckGm(const void* p, uint64_t bytes, const char* what) {
   std::ostringstream s;
   s << what << " at an address outside every GM buffer of the launch";
   Fail(s.str());
+}
+
+void CleanDataCacheLine(const void* p, bool entire) {
+  BlockContext& c = Ctx();
+  Launch& l = *c.launch;
+  std::lock_guard<std::mutex> lock(l.dcache_mutex);
+  if (entire) {
+    for (auto it = l.dirty_lines.begin(); it != l.dirty_lines.end();)
+      it = it->second == c.thread + 1 ? l.dirty_lines.erase(it) : std::next(it);
+  } else {
+    const auto it = l.dirty_lines.find(reinterpret_cast<uint64_t>(p) / kDataCacheLine);
+    if (it != l.dirty_lines.end() && it->second == c.thread + 1) l.dirty_lines.erase(it);
+  }
+  l.dirty_line_count = l.dirty_lines.size();
+}
+
+namespace {
+
+uint64_t Mix64(uint64_t x) {  // splitmix64's finaliser: a seeded order that is not the creation order
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The rank of core (thread) `thread` in schedule `seed`: seed 0 puts the cores in index
+// order, seed 1 in the reverse, any other seed in a permutation of its own. It orders the
+// threads' start and the atomic adds no synchronisation orders, whatever the timing.
+uint64_t OrderKey(uint64_t seed, uint64_t thread) {
+  if (seed == 0) return thread;
+  if (seed == 1) return ~thread;
+  return Mix64(seed ^ Mix64(thread));
+}
+
+// Applies every pending atomic add, each core's in program order and a core's add after
+// every add it is ordered after (happens-before through flags or SyncAll); among the cores
+// whose next add is free to go, the schedule seed picks. Called with atomic_mutex held.
+void ApplyPendingAtomics(Launch& l) {
+  std::vector<AtomicRecord>& pending = l.pending_atomics;
+  std::vector<std::vector<size_t>> chains(l.threads);
+  for (size_t i = 0; i < pending.size(); ++i) chains[pending[i].thread].push_back(i);
+  for (auto& chain : chains)
+    std::sort(chain.begin(), chain.end(), [&](size_t a, size_t b) { return pending[a].seq < pending[b].seq; });
+  std::vector<size_t> head(l.threads, 0);
+  auto before = [&](const AtomicRecord& g, const AtomicRecord& h) {  // g happened before h
+    return h.clock[g.thread][kPipeFix] >= g.fix_count;
+  };
+  for (size_t done = 0; done < pending.size(); ++done) {
+    int64_t pick = -1, fallback = -1;
+    for (uint32_t t = 0; t < l.threads; ++t) {
+      if (head[t] >= chains[t].size()) continue;
+      const AtomicRecord& h = pending[chains[t][head[t]]];
+      if (fallback < 0 || h.seq < pending[chains[fallback][head[fallback]]].seq) fallback = t;
+      bool ready = true;
+      for (uint32_t u = 0; u < l.threads && ready; ++u)
+        if (u != t && head[u] < chains[u].size()) ready = !before(pending[chains[u][head[u]]], h);
+      if (ready && (pick < 0 || OrderKey(l.schedule_seed, t) < OrderKey(l.schedule_seed, pick))) pick = t;
+    }
+    if (pick < 0) pick = fallback;  // cannot happen with consistent clocks
+    const AtomicRecord& a = pending[chains[pick][head[pick]++]];
+    for (int64_t i = 0; i < a.rows; ++i)
+      for (int64_t j = 0; j < a.cols; ++j) a.dst[i * a.ldc + j] += a.values[i * a.cols + j];
+  }
+  pending.clear();
+  l.pending_atomic_count = 0;
+}
+
+}  // namespace
+
+void FlushAtomicsBefore(Launch& l, const void* p, uint64_t bytes) {
+  if (l.pending_atomic_count.load() == 0) return;
+  const auto* q = static_cast<const uint8_t*>(p);
+  std::lock_guard<std::mutex> lock(l.atomic_mutex);
+  bool overlaps = false;
+  for (const AtomicRecord& a : l.pending_atomics) overlaps = overlaps || (q < a.hi && a.lo < q + bytes);
+  if (overlaps) ApplyPendingAtomics(l);
+}
+
+void DeferAtomicAdd(AtomicRecord record) {
+  Launch& l = *Ctx().launch;
+  std::lock_guard<std::mutex> lock(l.atomic_mutex);
+  record.seq = ++l.atomic_seq;
+  l.pending_atomics.push_back(std::move(record));
+  l.pending_atomic_count = l.pending_atomics.size();
 }
 
 const char* PipeName(Pipe p) {
@@ -280,13 +437,14 @@ std::string LeftoverFlags(const Launch& l) {
 }
 }  // namespace
 
-LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t tiling_key,
-                         const std::vector<GmRegion>& regions,
-                         const std::function<void()>& body, const SocSpec& soc, LaunchKind kind) {
-  if (block_dim == 0 || block_dim > 65535)
-    throw SimError("simulator: kernel '" + kernel + "': blockDim must be in [1, 65535], got " +
-                   std::to_string(block_dim));
+namespace {
+
+// One launch with schedule seed `seed` (see Schedule).
+LaunchCounters RunOnce(const std::string& kernel, uint32_t block_dim, uint64_t tiling_key,
+                       const std::vector<GmRegion>& regions, const std::function<void()>& body, const SocSpec& soc,
+                       LaunchKind kind, uint64_t seed) {
   Launch launch;
+  launch.schedule_seed = seed;
   launch.kernel = kernel;
   launch.block_dim = block_dim;
   launch.tiling_key = tiling_key;
@@ -299,7 +457,8 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
   launch.groups.resize(mix ? block_dim : (block_dim + 1) / 2);
   for (const GmRegion& r : regions) {
     launch.touched.emplace_back((r.bytes / 32 + 64) / 64, 0);
-    launch.race_units.emplace_back(r.role == GmRole::Workspace ? r.bytes / 4 + 1 : 0);
+    const bool raced = r.role == GmRole::Workspace || r.role == GmRole::Output;
+    launch.race_units.emplace_back(raced ? r.bytes / 4 + 1 : 0);
   }
   launch.barrier_next.assign(launch.threads, PipeClock{});
   launch.barrier_done.assign(launch.threads, PipeClock{});
@@ -349,11 +508,21 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
     }
     launch.cv.notify_all();
   };
+  // The seed also picks the order the cores' threads start in (the OS schedules the rest).
+  std::vector<uint32_t> order(launch.threads);
+  for (uint32_t i = 0; i < launch.threads; ++i) order[i] = i;
+  if (seed == 1) std::reverse(order.begin(), order.end());
+  if (seed > 1)
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return OrderKey(seed, a) < OrderKey(seed, b); });
   std::vector<std::thread> threads;
   threads.reserve(launch.threads);
-  for (uint32_t i = 0; i < launch.threads; ++i) threads.emplace_back(run_block, i);
+  for (uint32_t i : order) threads.emplace_back(run_block, i);
   for (auto& t : threads) t.join();
   if (launch.aborted) throw SimError(launch.first_error);
+  {  // atomic adds nobody read back: they land before the host sees GM
+    std::lock_guard<std::mutex> lock(launch.atomic_mutex);
+    ApplyPendingAtomics(launch);
+  }
   const std::string leftover = LeftoverFlags(launch);
   if (!leftover.empty()) throw SimError(leftover);
 
@@ -375,11 +544,65 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
     uint64_t sectors = 0;
     for (uint64_t word : launch.touched[r]) sectors += __builtin_popcountll(word);
     const uint64_t bytes = std::min(sectors * 32, regions[r].bytes);
-    if (regions[r].role == GmRole::Data) total.touched_data_bytes += bytes;
+    if (regions[r].role == GmRole::Input || regions[r].role == GmRole::Output) total.touched_data_bytes += bytes;
     if (regions[r].role == GmRole::Workspace) total.touched_workspace_bytes += bytes;
   }
   t_recorded.push_back(total);
   return total;
+}
+
+// The bytes of every region of `roles` (host memory: the launch's GM).
+std::vector<std::string> Snapshot(const std::vector<GmRegion>& regions, std::initializer_list<GmRole> roles) {
+  std::vector<std::string> out;
+  for (const GmRegion& r : regions) {
+    const bool kept = std::find(roles.begin(), roles.end(), r.role) != roles.end();
+    out.emplace_back(kept ? std::string(reinterpret_cast<const char*>(r.begin), r.bytes) : std::string());
+  }
+  return out;
+}
+
+void Restore(const std::vector<GmRegion>& regions, const std::vector<std::string>& saved) {
+  for (size_t i = 0; i < regions.size(); ++i)
+    if (!saved[i].empty()) std::memcpy(const_cast<uint8_t*>(regions[i].begin), saved[i].data(), saved[i].size());
+}
+
+std::atomic<uint64_t> g_next_seed{2};
+
+}  // namespace
+
+LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t tiling_key,
+                         const std::vector<GmRegion>& regions,
+                         const std::function<void()>& body, const SocSpec& soc, LaunchKind kind, Schedule schedule) {
+  if (block_dim == 0 || block_dim > 65535)
+    throw SimError("simulator: kernel '" + kernel + "': blockDim must be in [1, 65535], got " +
+                   std::to_string(block_dim));
+  if (!schedule.check_determinism) {
+    const uint64_t seed = schedule.seed == kDefaultSeed ? g_next_seed++ : schedule.seed;
+    return RunOnce(kernel, block_dim, tiling_key, regions, body, soc, kind, seed);
+  }
+  // Twice from the same GM, with opposite orders of everything the simulator may order
+  // (thread start, unordered atomic adds); every output must come out bit for bit the same.
+  const std::vector<std::string> initial = Snapshot(regions, {GmRole::Output, GmRole::Workspace});
+  const LaunchCounters counters = RunOnce(kernel, block_dim, tiling_key, regions, body, soc, kind, 0);
+  const std::vector<std::string> first = Snapshot(regions, {GmRole::Output});
+  Restore(regions, initial);
+  RunOnce(kernel, block_dim, tiling_key, regions, body, soc, kind, 1);
+  t_recorded.pop_back();  // one launch as far as the counters go
+  for (size_t i = 0; i < regions.size(); ++i) {
+    if (first[i].empty()) continue;
+    const auto* now = reinterpret_cast<const char*>(regions[i].begin);
+    const auto diff = std::mismatch(first[i].begin(), first[i].end(), now);
+    if (diff.first == first[i].end()) continue;
+    const uint64_t at = static_cast<uint64_t>(diff.first - first[i].begin());
+    uint64_t differing = 0;
+    for (uint64_t b = at; b < first[i].size(); ++b) differing += first[i][b] != now[b];
+    throw SimError("simulator: kernel '" + kernel + "' is not deterministic: GM '" + regions[i].name + "' differs "
+                   "between two runs from the same inputs with opposite thread-start and atomic-add orders (schedule "
+                   "seeds 0 and 1), first at byte " + std::to_string(at) + ", " + std::to_string(differing) +
+                   " bytes in all: its result depends on the order of operations nothing in the kernel orders "
+                   "(e.g. atomic adds from several cores into the same bytes; rule F)");
+  }
+  return counters;
 }
 
 }  // namespace sim

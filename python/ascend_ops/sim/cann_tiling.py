@@ -15,7 +15,8 @@ import importlib.machinery
 import pathlib
 from dataclasses import dataclass
 
-__all__ = ["CannTilingUnavailable", "unavailable", "FlceTilingFuncResult", "flce_tiling", "SOCS"]
+__all__ = ["CannTilingUnavailable", "unavailable", "FlceTilingFuncResult", "flce_tiling", "SOCS",
+           "cann_flce_workspace_bytes"]
 
 #: The SoCs the op package targets (the OpDef's ascend910b and ascend910_93), as the tool's table names them.
 SOCS = ("Ascend910B", "Ascend910_93")
@@ -104,3 +105,27 @@ def flce_tiling(bt: int, h: int, v: int, *, bf16: bool, mode: int, target64: boo
     return FlceTilingFuncResult(result.status, result.blockDim, result.scheduleMode, result.tilingKey,
                                 bytes(result.tiling[:result.tilingBytes]), result.workspaceCount,
                                 result.workspaceBytes, result.log.decode())
+
+
+def cann_flce_workspace_bytes(bt: int, h: int, v: int, mode: int, cores: int = 24) -> int:
+    """The workspace CANN's own FusedLinearCrossEntropyLossGrad kernel asks for at this
+    shape, read off its host tiling (hicann/ops-nn v9.0.0
+    matmul/fused_linear_cross_entropy_loss_grad/op_host/fused_linear_cross_entropy_loss_grad_tiling.cpp),
+    for comparison with ours (tests, scripts/sim_report.py, docs/npu.md).
+
+    Memory-saving mode (MemFriendlyTilingFunc, :413-419 and :561-569): two epochs of every
+    core's fp32 results of its three Matmuls (128 x 256, 128 x H and 256 x H per core) and
+    the fp32 accumulators [BT, H] and [V, H]. High-performance mode (HighPerfTilingFunc,
+    :89-92, :120-121, :151, :204-206, :283-286): wsNum buffers of max(V, BT) (each rounded
+    up to 16) x baseM halves, wsNum = min((2·cores − 2) // ceil(H / baseN) + 2,
+    max(ceil(BT / baseM), ceil(V / baseM))), baseM x baseN = 128 x 256, or 256 x 128 from
+    BT = 23296 on. Both plus GetLibApiWorkSpaceSize() (16 MiB on A2/A3). The formula only:
+    CANN's high-performance TilingFunc refuses some shapes outright (V > 24528 on A2/A3,
+    docs/npu.md)."""
+    sys_bytes = 16 << 20
+    if mode == 0:
+        return sys_bytes + 2 * cores * (128 * 256 + 128 * h + 256 * h) * 4 + (bt + v) * h * 4
+    base_m, base_n = (256, 128) if bt >= 23296 else (128, 256)
+    mm1_m, mm1_n, mm2_m = -(-bt // base_m), -(-h // base_n), -(-v // base_m)
+    ws_num = min((2 * cores - 2) // mm1_n + 2, max(mm1_m, mm2_m))
+    return sys_bytes + max(-(-v // 16) * 16, -(-bt // 16) * 16) * base_m * ws_num * 2

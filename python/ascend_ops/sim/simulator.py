@@ -56,7 +56,8 @@ class _FlceArgs(ctypes.Structure):
     _fields_ = [("grad", _vp), ("input", _vp), ("weight", _vp), ("target_mask", _vp), ("mask_bytes", _u64),
                 ("masked_target", _vp), ("logits_max", _vp), ("sum_exp_logits", _vp), ("softmax", _vp),
                 ("input_grad", _vp), ("weight_grad", _vp), ("bt", _u64), ("h", _u64), ("v", _u64),
-                ("dtype", _u32), ("mask_packed", _int), ("target64", _int), ("ai_cores", _u32)]
+                ("dtype", _u32), ("mask_packed", _int), ("target64", _int), ("ai_cores", _u32),
+                ("check_determinism", _int), ("schedule_seed", _u64)]
 
 
 class BnTilingData(ctypes.Structure):
@@ -90,12 +91,24 @@ class FlceMatmulTiling(ctypes.Structure):
 
 class FlceTilingData(ctypes.Structure):
     """FusedLinearCrossEntropyLossGradTilingData (fused_linear_cross_entropy_loss_grad_tiling_data.h)."""
-    _fields_ = [("bt", _u64), ("h", _u64), ("v", _u64), ("rowBlocks", _u64), ("colBlocks", _u64), ("tasks", _u64),
-                ("rowBlock", _u32), ("colBlock", _u32), ("cubeCores", _u32), ("mode", _u32), ("gTileRows", _u32),
-                ("castRows", _u32), ("castCols", _u32), ("reserved", _u32), ("ringBytes", _u64),
-                ("logitsSlotBytes", _u64), ("gSlotBytes", _u64), ("accOffset", _u64), ("userWorkspaceBytes", _u64),
+    _fields_ = [("bt", _u64), ("h", _u64), ("v", _u64), ("rowBlocks", _u64), ("colBlocks", _u64),
+                ("rowBlock", _u32), ("colBlock", _u32), ("cubeCores", _u32), ("mode", _u32),
+                ("windowRowBlocks", _u32), ("windowColBlocks", _u32), ("windowRows", _u64), ("windowCols", _u64),
+                ("windows", _u64), ("tileM", _u32), ("tileN", _u32), ("hTiles", _u64), ("groupRowBlocks", _u32),
+                ("gTileRows", _u32), ("chunkCols", _u32), ("castRows", _u32), ("castCols", _u32), ("reserved", _u32),
+                ("ringBytes", _u64), ("logitsSlotBytes", _u64), ("gOffset", _u64), ("gWindowBytes", _u64),
+                ("accOffset", _u64), ("reportOffset", _u64), ("userWorkspaceBytes", _u64),
                 ("logitsMm", FlceMatmulTiling), ("inputGradMm", FlceMatmulTiling),
                 ("weightGradMm", FlceMatmulTiling)]
+
+
+class FlceModel(ctypes.Structure):
+    """AsimFlceModel (sim/host/asim_abi.h): the modelled cost of one FLCE launch (sim/host/flce_model.cpp)."""
+    _fields_ = ([(name, _f64) for name in ("cube_flops", "roofline_s", "modelled_s", "cube_bound_s", "vector_bound_s",
+                                           "hbm_bound_s", "l2_bound_s")]
+                + [(name, _u64) for name in ("hbm_read_bytes", "hbm_write_bytes", "l2_read_bytes", "l2_write_bytes",
+                                             "vector_repeats", "atomic_add_bytes", "atomic_rmw_lines", "max_line_adders", "steps",
+                                             "footprint_bytes", "line_bytes", "l2_lines")])
 
 
 class FlceTiling(ctypes.Structure):
@@ -107,7 +120,7 @@ class FlceTiling(ctypes.Structure):
 #: Python declaration -> the C struct's name in the library's layout table.
 ABI_STRUCTS = {PlatformFacts: "PlatformFacts", _Counters: "AsimCounters", _FlceArgs: "AsimFlceArgs",
                BnTilingData: "BnTilingData", BnTiling: "AsimBnTiling", FlceMatmulTiling: "TCubeTiling",
-               FlceTilingData: "FlceTilingData",
+               FlceTilingData: "FlceTilingData", FlceModel: "AsimFlceModel",
                FlceTiling: "AsimFlceTiling"}
 
 
@@ -164,12 +177,15 @@ if _lib is not None:
         ctypes.POINTER(_FlceArgs), _vp, _u64, _u32, _u64, _vp, _u64]
     _lib.asim_run_selftest_kernel.argtypes = [ctypes.c_int32, _u32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
-    _lib.asim_run_selftest_mix.argtypes = [ctypes.c_int32, _u32, _vp, _vp, _vp, ctypes.c_char_p, _u64]
+    _lib.asim_run_selftest_mix.argtypes = [ctypes.c_int32, _u32, _vp, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
+    _lib.asim_run_selftest_gm.argtypes = [ctypes.c_int32, _u32, _vp, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_cast.argtypes = [_u32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_batch_norm_reduce_backward_tiling.restype = None
     _lib.asim_platform_910b.argtypes = [ctypes.POINTER(PlatformFacts)]
     _lib.asim_platform_910b.restype = None
     _lib.asim_fused_linear_cross_entropy_loss_grad_tiling.restype = None
+    _lib.asim_flce_model.argtypes = [ctypes.POINTER(FlceTilingData), _u32, _u64, ctypes.POINTER(FlceModel),
+                                     ctypes.c_char_p, _u64]
 
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
@@ -209,6 +225,8 @@ def platform_910b() -> PlatformFacts:
 
 
 def _check(status: int) -> None:
+    if status == 2:  # the kernel reported bad input (SPEC §1's ValueError)
+        raise ValueError(library().asim_last_error().decode())
     if status != 0:
         raise SimulatorError(library().asim_last_error().decode())
 
@@ -255,11 +273,20 @@ def batch_norm_reduce_backward(grad_out, input, mean, invstd, weight, input_g, w
     return tuple(None if o is None else o.to(out_dtype) for o in outs)
 
 
+#: schedule_seed for "a new seed per launch" (the simulator's default).
+NEW_SEED_PER_LAUNCH = 2**64 - 1
+
+
 def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, masked_target, label_smoothing=0.0,
                                          logits_max=None, sum_exp_logits=None, softmax=None,
-                                         *, ai_cores: int = 0):
+                                         *, ai_cores: int = 0, check_determinism: bool = False,
+                                         schedule_seed: int = NEW_SEED_PER_LAUNCH):
     """SPEC §1 on the simulator (one MIX launch, `ai_cores` cube cores with 2 vector cores
-    each; 0: the platform's 24); the caller has validated the arguments."""
+    each; 0: the platform's 24); the caller has validated the arguments.
+    `check_determinism`: run the launch twice from the same inputs with opposite thread-start
+    and atomic-add orders and raise SimulatorError unless the outputs are bitwise equal;
+    `schedule_seed` picks those orders for a single run. High-performance mode writes G
+    over `softmax` (each row into the first half of its own bytes), as CANN's op does."""
     del label_smoothing  # validated to be 0.0
     lib = library()
     bt, h = input.shape
@@ -273,7 +300,7 @@ def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, maske
         _ptr(grad), _ptr(input), _ptr(weight), _ptr(target_mask), target_mask.numel(), _ptr(masked_target),
         _ptr(logits_max), _ptr(sum_exp_logits), _ptr(softmax), _ptr(input_grad), _ptr(weight_grad),
         bt, h, v, _DTYPE_CODE[input.dtype], target_mask.dtype == torch.uint8,
-        masked_target.dtype == torch.int64, ai_cores)
+        masked_target.dtype == torch.int64, ai_cores, int(check_determinism), schedule_seed)
     if bt == 0 or h == 0 or v == 0:  # nothing to launch: both outputs zero (the NPU adapter does not call the op)
         _check(lib.asim_fused_linear_cross_entropy_loss_grad(ctypes.byref(args), None, 0, 0, 0, None, 0))
         return input_grad, weight_grad
@@ -306,6 +333,21 @@ def flce_tiling_data(result: _cann_tiling.FlceTilingFuncResult) -> FlceTilingDat
     return FlceTilingData.from_buffer_copy(result.tiling)
 
 
+def flce_model(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving: bool, *, line_bytes: int = 512,
+               ai_cores: int = 0) -> FlceModel:
+    """The modelled 910B cost of one FLCE launch at this shape (sim/host/flce_model.cpp):
+    the TilingFunc's tiling, walked in the kernel's own order of work, with L2 as an LRU
+    cache of `line_bytes` lines. No element is computed, so any shape is quick."""
+    tiling = flce_tiling_func(bt, h, v, dtype, memory_saving, False, ai_cores)
+    data = flce_tiling_data(tiling)
+    out = FlceModel()
+    message = ctypes.create_string_buffer(1024)
+    if library().asim_flce_model(ctypes.byref(data), _DTYPE_CODE[dtype], line_bytes, ctypes.byref(out), message,
+                                 len(message)) != 0:
+        raise SimulatorError(f"the FLCE cost model failed: {message.value.decode()}")
+    return out
+
+
 def run_selftest_kernel(bug: int, blocks: int = 2) -> tuple[str | None, torch.Tensor]:
     """Runs the simulator's self-test kernel (y = 2·x) with one injected bug; returns the
     simulator's error message (None when it ran clean) and y."""
@@ -330,18 +372,31 @@ def run_selftest_syncall(blocks: int, skip_last: bool = False,
     return (message.value.decode() if status else None), seen
 
 
-def run_selftest_mix(bug: int, blocks: int = 2) -> tuple[str | None, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+def run_selftest_mix(bug: int, blocks: int = 2, check_determinism: bool = False
+                     ) -> tuple[str | None, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Runs the simulator's MIX self-test kernel (per AI core: y = 2 · A · Bᵀ, 32 x 32 x 32,
     the product on the cube core with the Matmul API, the scaling on the two vector cores)
-    with one injected bug. Returns the simulator's error (None when it ran clean), y
-    [blocks, 32, 32] and the half inputs (A, B)."""
+    with one injected bug; `check_determinism` runs it twice with opposite schedules and
+    compares y. Returns the simulator's error (None when it ran clean), y [blocks, 32, 32]
+    and the half inputs (A, B)."""
     generator = torch.Generator().manual_seed(7)
     a = torch.randn(32, 32, generator=generator).half()
     b = torch.randn(32, 32, generator=generator).half()
-    y = torch.zeros(blocks, 32, 32)
+    y = torch.zeros(blocks + 1, 32, 32)  # the last block: where the atomic-order probe adds
     message = ctypes.create_string_buffer(4096)
-    status = library().asim_run_selftest_mix(bug, blocks, _ptr(a), _ptr(b), _ptr(y), message, len(message))
-    return (message.value.decode() if status else None), y, (a, b)
+    status = library().asim_run_selftest_mix(bug, blocks, _ptr(a), _ptr(b), _ptr(y), int(check_determinism),
+                                             message, len(message))
+    return (message.value.decode() if status else None), y[:blocks], (a, b)
+
+
+def run_selftest_gm(bug: int, blocks: int = 3) -> tuple[str | None, torch.Tensor]:
+    """Runs the GM-rules self-test kernel (each block marks its line with a scalar store,
+    SyncAll, copies its neighbour's line in and writes twice it out) with one injected
+    bug; returns the simulator's error (None when clean) and what each block wrote."""
+    seen = torch.zeros(blocks)
+    message = ctypes.create_string_buffer(4096)
+    status = library().asim_run_selftest_gm(bug, blocks, _ptr(seen), message, len(message))
+    return (message.value.decode() if status else None), seen
 
 
 def run_selftest_cast(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,496 @@
+// The modelled 910B cost of one fused_linear_cross_entropy_loss_grad launch at any shape,
+// from the TilingFunc's tiling data and the kernel's own order of work (op_kernel/
+// …_schedule.h, the functions the kernel calls), without simulating any element: each
+// Matmul call, DMA and vector instruction the kernel issues is walked as the address
+// ranges it touches and the time it takes, and
+//
+//   - L2 is a cache: LRU over `line_bytes` lines (192 MiB of them on the 910B), write-back
+//     and write-allocate (a write that covers a whole line fetches nothing); a miss reads
+//     the line from HBM, an evicted dirty line is written to it, and every line still dirty
+//     at the end is too (the outputs must reach HBM);
+//   - the cores run concurrently: each core's work is cut into pieces (a Matmul into slices
+//     of 256 along K, a DMA per row) that reach L2 in the order of the time they start,
+//     each cube core at 1/24 of the chip's peak, each vector core at one 256-byte repeat per
+//     cycle; the steps end at the kernel's barriers (…_schedule.h);
+//   - a fixpipe atomic add is a read and a write of its lines in L2; within a step, the
+//     number of cores adding into one line is its contention (the kernel never has two);
+//
+// and each step takes the longest of: its busiest core (cube, or vector), its HBM bytes at
+// the HBM bandwidth, its L2 bytes at the L2 bandwidth. The launch is the sum of its steps.
+// Traffic is counted as the simulator counts it (Matmul operand loads in bytes, everything
+// else in the 32-byte sectors it touches), and tests/test_ascendc_sim.py checks the model's
+// FLOPs, reads, writes and vector repeats against the simulator's counters at small shapes.
+// Not modelled: latencies (barriers, flags, DMA issue), how bandwidth limits interleave the
+// cores (a step's pieces keep their compute-time order), L2 banks and the placement of lines,
+// the cube's L1 reuse beyond one Matmul call.
+#include <algorithm>
+#include <cstring>
+#include <queue>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernel_operator.h"  // __aicore__ for the kernel's headers
+#include "asim_abi.h"
+#include "../../fused_linear_cross_entropy_loss_grad/op_kernel/fused_linear_cross_entropy_loss_grad_schedule.h"
+
+namespace {
+
+namespace akn = ascend_ops_kernels;
+using flce::FlceTask;
+using flce::FlceTile;
+using flce::FlceWindow;
+using Tiling = FusedLinearCrossEntropyLossGradTilingData;
+
+constexpr uint64_t kSector = 32;    // the simulator's unit of DMA traffic
+constexpr uint64_t kSliceK = 256;   // a Matmul call reaches L2 in slices of 256 along K
+constexpr uint64_t kAlign = 1 << 16;
+
+uint64_t Sectors(uint64_t addr, uint64_t bytes) {
+  return bytes == 0 ? 0 : ((addr + bytes + kSector - 1) / kSector - addr / kSector) * kSector;
+}
+
+enum class Use : uint8_t { Read, Write, Add };
+
+// L2 as an LRU cache of lines, write-back and write-allocate.
+class L2Cache {
+ public:
+  L2Cache(uint64_t bytes, uint64_t line, uint64_t space)
+      : line_(line), capacity_(std::max<uint64_t>(bytes / line, 1)), lines_(space / line + 1),
+        prev_(lines_, -1), next_(lines_, -1), state_(lines_, 0) {}
+
+  // Touches [addr, addr + bytes); returns nothing, counts HBM traffic.
+  void Access(uint64_t addr, uint64_t bytes, Use use) {
+    if (bytes == 0) return;
+    for (uint64_t l = addr / line_, last = (addr + bytes - 1) / line_; l <= last; ++l) {
+      const bool whole = use == Use::Write && addr <= l * line_ && addr + bytes >= (l + 1) * line_;
+      Touch(l, use, whole);
+    }
+  }
+
+  uint64_t hbm_read = 0, hbm_write = 0;
+
+  // Writes back every dirty line (the end of the launch).
+  void Flush() {
+    for (int64_t l = head_; l >= 0; l = next_[l])
+      if (state_[l] & kDirty) hbm_write += line_;
+  }
+
+ private:
+  static constexpr uint8_t kResident = 1, kDirty = 2;
+
+  void Unlink(int64_t l) {
+    if (prev_[l] >= 0) next_[prev_[l]] = next_[l]; else head_ = next_[l];
+    if (next_[l] >= 0) prev_[next_[l]] = prev_[l]; else tail_ = prev_[l];
+    prev_[l] = next_[l] = -1;
+  }
+  void PushFront(int64_t l) {
+    next_[l] = head_;
+    prev_[l] = -1;
+    if (head_ >= 0) prev_[head_] = l;
+    head_ = l;
+    if (tail_ < 0) tail_ = l;
+  }
+  void Touch(uint64_t line, Use use, bool whole) {
+    const int64_t l = static_cast<int64_t>(line);
+    if (state_[l] & kResident) {
+      Unlink(l);
+    } else {
+      if (!whole) hbm_read += line_;  // fetched: a read, an add, or a partial write
+      if (resident_ == capacity_) {  // evict the least recently used
+        const int64_t victim = tail_;
+        Unlink(victim);
+        if (state_[victim] & kDirty) hbm_write += line_;
+        state_[victim] = 0;
+        --resident_;
+      }
+      state_[l] = kResident;
+      ++resident_;
+    }
+    if (use != Use::Read) state_[l] |= kDirty;
+    PushFront(l);
+  }
+
+  uint64_t line_, capacity_, lines_;
+  std::vector<int64_t> prev_, next_;
+  std::vector<uint8_t> state_;
+  int64_t head_ = -1, tail_ = -1;
+  uint64_t resident_ = 0;
+};
+
+// One piece of a core's work: its time and the ranges it touches.
+struct Range {
+  uint64_t addr, bytes;
+  Use use;
+  bool dma;  // counted in sectors (a DMA), else in bytes (a Matmul operand load)
+};
+struct Piece {
+  double seconds = 0;
+  std::vector<Range> ranges;
+  double not_before = 0;    // it cannot start earlier (a barrier)
+  int64_t waits = -1;       // it cannot start before event `waits` (another core's piece) is done
+  int64_t signals = -1;     // its end is event `signals`
+};
+
+class Model {
+ public:
+  Model(const Tiling& t, uint32_t dtype, uint64_t line_bytes)
+      : t_(t), p_(akn::kAscend910B), e_(akn::DtypeBytes(dtype)), cores_(t.cubeCores), line_(line_bytes) {
+    uint64_t at = 0;
+    auto place = [&](uint64_t bytes) { const uint64_t a = at; at += (bytes + kAlign - 1) / kAlign * kAlign + kAlign; return a; };
+    x_ = place(t.bt * t.h * e_);
+    w_ = place(t.v * t.h * e_);
+    grad_ = place(t.bt * 4);
+    mask_ = place((t.bt + 7) / 8);
+    target_ = place(t.bt * 8);
+    if (t.mode == 0) {
+      max_ = place(t.bt * 4);
+      sum_ = place(t.bt * 4);
+    } else {
+      softmax_ = place(t.bt * t.v * 4);
+    }
+    inputGrad_ = place(t.bt * t.h * e_);
+    weightGrad_ = place(t.v * t.h * e_);
+    user_ = place(t.userWorkspaceBytes);
+    footprint_ = at;
+    cache_ = new L2Cache(p_.l2Bytes, line_, at);
+    coreFlops_ = p_.cubeFlopsPerS / p_.aiCores;
+  }
+  ~Model() { delete cache_; }
+
+  AsimFlceModel Run() {
+    if (t_.mode == 0) {
+      double gDone = 0;  // when the previous window's G was written by every vector core
+      for (uint64_t s = 0; s < flce::StepCount(t_); ++s) gDone = CubeStep(s, gDone);
+      VectorStep([&](uint64_t aiv, uint64_t aivs, std::vector<Piece>& work) { CastWork(aiv, aivs, work); });
+    } else {
+      VectorStep([&](uint64_t aiv, uint64_t aivs, std::vector<Piece>& work) { GPassWork(aiv, aivs, work); });
+      CubeStep(0, now_);
+    }
+    VectorStep([&](uint64_t aiv, uint64_t, std::vector<Piece>& work) { ReportWork(aiv, work); }, /*count=*/false);
+    cache_->Flush();
+    out_.hbm_read_bytes = cache_->hbm_read;
+    out_.hbm_write_bytes = cache_->hbm_write;
+    out_.modelled_s = now_;
+    out_.roofline_s = out_.cube_flops / p_.cubeFlopsPerS;
+    out_.footprint_bytes = footprint_;
+    out_.line_bytes = line_;
+    out_.l2_lines = p_.l2Bytes / line_;
+    return out_;
+  }
+
+ private:
+  // ---- the kernel's pieces --------------------------------------------------------
+
+  // A Matmul call m x n x k: A [m, k] (or, transposed, stored [k, m]) at `a` with row
+  // pitch `lda`; B [k, n] (or, transposed, stored [n, k]) at `b` with pitch `ldb`; C [m, n]
+  // at `c` with pitch `ldc`, `cBytes` an element; in slices of kSliceK along K.
+  void Matmul(std::vector<Piece>& work, uint64_t m, uint64_t n, uint64_t k, uint64_t a, uint64_t lda, bool aTrans,
+              uint64_t b, uint64_t ldb, bool bTrans, uint64_t c, uint64_t ldc, uint64_t cBytes, Use cUse) {
+    for (uint64_t k0 = 0; k0 < k; k0 += kSliceK) {
+      const uint64_t kc = std::min(kSliceK, k - k0);
+      Piece piece;
+      piece.seconds = 2.0 * m * n * kc / coreFlops_;
+      if (aTrans) {
+        for (uint64_t i = 0; i < kc; ++i) piece.ranges.push_back({a + ((k0 + i) * lda) * e_, m * e_, Use::Read, false});
+      } else {
+        for (uint64_t i = 0; i < m; ++i) piece.ranges.push_back({a + (i * lda + k0) * e_, kc * e_, Use::Read, false});
+      }
+      if (bTrans) {
+        for (uint64_t j = 0; j < n; ++j) piece.ranges.push_back({b + (j * ldb + k0) * e_, kc * e_, Use::Read, false});
+      } else {
+        for (uint64_t i = 0; i < kc; ++i) piece.ranges.push_back({b + ((k0 + i) * ldb) * e_, n * e_, Use::Read, false});
+      }
+      work.push_back(std::move(piece));
+    }
+    Piece store;  // the fixpipe's C rows
+    for (uint64_t i = 0; i < m; ++i) store.ranges.push_back({c + i * ldc * cBytes, n * cBytes, cUse, true});
+    work.push_back(std::move(store));
+    out_.cube_flops += 2.0 * m * n * k;
+  }
+
+  void LogitsWork(const FlceTask& k, uint64_t slot, uint64_t core, std::vector<Piece>& work) {
+    const uint64_t ring = user_ + core * t_.ringBytes + slot * t_.logitsSlotBytes;
+    Matmul(work, k.rows, k.cols, t_.h, x_ + k.row0 * t_.h * e_, t_.h, false, w_ + k.col0 * t_.h * e_, t_.h, true, ring,
+           t_.colBlock, 4, Use::Write);
+  }
+
+  void TileWork(const FlceTile& tile, std::vector<Piece>& work) {
+    if (t_.mode == 0) {
+      const FlceWindow w = flce::WindowAt(t_, current_window_);
+      const uint64_t g = user_ + t_.gOffset + (w.index % 2) * t_.gWindowBytes;
+      const uint64_t pitch = uint64_t(t_.windowColBlocks) * t_.colBlock;
+      const Use cUse = tile.add ? Use::Add : Use::Write;
+      const uint64_t acc = user_ + t_.accOffset;
+      if (tile.gemm == 0)
+        Matmul(work, tile.rows, tile.cols, tile.k, g + (tile.row0 - w.row0) * pitch * e_, pitch, false,
+               w_ + (tile.k0 * t_.h + tile.col0) * e_, t_.h, false, acc + (tile.row0 * t_.h + tile.col0) * 4, t_.h, 4,
+               cUse);
+      else
+        Matmul(work, tile.rows, tile.cols, tile.k, g + (tile.row0 - w.col0) * e_, pitch, true,
+               x_ + (tile.k0 * t_.h + tile.col0) * e_, t_.h, false,
+               acc + ((t_.bt + tile.row0) * t_.h + tile.col0) * 4, t_.h, 4, cUse);
+      return;
+    }
+    const uint64_t pitch = 2 * t_.v;  // G over the softmax
+    if (tile.gemm == 0)
+      Matmul(work, tile.rows, tile.cols, tile.k, softmax_ + tile.row0 * pitch * e_, pitch, false, w_ + tile.col0 * e_,
+             t_.h, false, inputGrad_ + (tile.row0 * t_.h + tile.col0) * e_, t_.h, e_, Use::Write);
+    else
+      Matmul(work, tile.rows, tile.cols, tile.k, softmax_ + tile.row0 * e_, pitch, true, x_ + tile.col0 * e_, t_.h,
+             false, weightGrad_ + (tile.row0 * t_.h + tile.col0) * e_, t_.h, e_, Use::Write);
+  }
+
+  // The per-row scalars the vector stage reads (…_g_stage.h Row): grad, the mask byte, the
+  // target (read only on rows not masked: counted always here), and max and sum.
+  void RowScalars(uint64_t row, Piece& piece) {
+    piece.ranges.push_back({grad_ + row * 4, 4, Use::Read, true});
+    piece.ranges.push_back({mask_ + row / 8, 1, Use::Read, true});
+    piece.ranges.push_back({target_ + row * 8, 8, Use::Read, true});
+    if (t_.mode == 0) {
+      piece.ranges.push_back({max_ + row * 4, 4, Use::Read, true});
+      piece.ranges.push_back({sum_ + row * 4, 4, Use::Read, true});
+    }
+  }
+
+  static uint64_t Repeats(uint64_t count) { return (count + 63) / 64; }  // fp32: 64 a repeat
+
+  // One AIV's share of a logits task's G (MakeWindowG): rows in tiles of gTileRows.
+  void GWork(const FlceTask& k, uint64_t slot, uint64_t core, uint32_t sub, std::vector<Piece>& work) {
+    const FlceWindow w = flce::WindowAt(t_, current_window_);
+    const uint32_t half = (k.rows + 1) / 2, r0 = sub == 0 ? 0 : half, r1 = sub == 0 ? half : k.rows;
+    const uint64_t ring = user_ + core * t_.ringBytes + slot * t_.logitsSlotBytes;
+    const uint64_t pitch = uint64_t(t_.windowColBlocks) * t_.colBlock;
+    const uint64_t g = user_ + t_.gOffset + (w.index % 2) * t_.gWindowBytes +
+                       ((k.row0 - w.row0) * pitch + (k.col0 - w.col0)) * e_;
+    for (uint32_t r = r0; r < r1; r += t_.gTileRows) {
+      const uint32_t rows = std::min(t_.gTileRows, r1 - r);
+      Piece piece;
+      for (uint32_t i = 0; i < rows; ++i) {
+        piece.ranges.push_back({ring + uint64_t(r + i) * t_.colBlock * 4, k.cols * 4ull, Use::Read, true});
+        RowScalars(k.row0 + r + i, piece);
+        piece.ranges.push_back({g + uint64_t(r + i) * pitch * e_, k.cols * e_, Use::Write, true});
+      }
+      piece.seconds = double(rows) * 5 * Repeats(k.cols) / p_.vectorClockHz;  // Adds, Exp, Muls x2, Cast
+      out_.vector_repeats += uint64_t(rows) * 5 * Repeats(k.cols);
+      work.push_back(std::move(piece));
+    }
+  }
+
+  // High-performance mode's G pass of one AIV: its rows, in chunks, in place.
+  void GPassWork(uint64_t aiv, uint64_t aivs, std::vector<Piece>& work) {
+    for (uint64_t row = t_.bt * aiv / aivs; row < t_.bt * (aiv + 1) / aivs; ++row) {
+      Piece scalars;
+      RowScalars(row, scalars);
+      work.push_back(std::move(scalars));
+      for (uint64_t c0 = 0; c0 < t_.v; c0 += t_.chunkCols) {
+        const uint64_t cols = std::min<uint64_t>(t_.chunkCols, t_.v - c0);
+        Piece piece;
+        piece.ranges.push_back({softmax_ + (row * t_.v + c0) * 4, cols * 4, Use::Read, true});
+        piece.ranges.push_back({softmax_ + (row * 2 * t_.v + c0) * e_, cols * e_, Use::Write, true});
+        piece.seconds = 2.0 * Repeats(cols) / p_.vectorClockHz;  // Muls, Cast
+        out_.vector_repeats += 2 * Repeats(cols);
+        work.push_back(std::move(piece));
+      }
+    }
+  }
+
+  // Memory-saving mode's final cast of one AIV: its share of the [BT + V, H] accumulators.
+  void CastWork(uint64_t aiv, uint64_t aivs, std::vector<Piece>& work) {
+    const uint64_t all = t_.bt + t_.v, begin = all * aiv / aivs, end = all * (aiv + 1) / aivs;
+    for (uint64_t r = begin; r < end;) {
+      const uint64_t limit = r < t_.bt ? std::min(end, t_.bt) : end;
+      const uint64_t rows = std::min<uint64_t>(t_.castRows, limit - r);
+      for (uint64_t c = 0; c < t_.h; c += t_.castCols) {
+        const uint64_t cols = std::min<uint64_t>(t_.castCols, t_.h - c);
+        Piece piece;
+        for (uint64_t i = 0; i < rows; ++i) {
+          const uint64_t row = r + i;
+          piece.ranges.push_back({user_ + t_.accOffset + (row * t_.h + c) * 4, cols * 4, Use::Read, true});
+          const uint64_t out = row < t_.bt ? inputGrad_ + (row * t_.h + c) * e_ : weightGrad_ + ((row - t_.bt) * t_.h + c) * e_;
+          piece.ranges.push_back({out, cols * e_, Use::Write, true});
+        }
+        piece.seconds = double(rows) * Repeats(cols) / p_.vectorClockHz;
+        out_.vector_repeats += rows * Repeats(cols);
+        work.push_back(std::move(piece));
+      }
+      r += rows;
+    }
+  }
+
+  void ReportWork(uint64_t aiv, std::vector<Piece>& work) {
+    Piece piece;
+    piece.ranges.push_back({user_ + t_.reportOffset + aiv * 8, 8, Use::Write, true});
+    work.push_back(std::move(piece));
+  }
+
+  // ---- time and traffic --------------------------------------------------------------
+
+  void Apply(const Piece& piece, uint64_t agent) {
+    for (const Range& r : piece.ranges) {
+      const uint64_t bytes = r.dma ? Sectors(r.addr, r.bytes) : r.bytes;
+      if (r.use == Use::Read) {
+        out_.l2_read_bytes += bytes;
+      } else {
+        out_.l2_write_bytes += bytes;  // an add: the simulator counts its C store as a write
+        if (r.use == Use::Add) out_.atomic_add_bytes += bytes;
+      }
+      step_l2_ += r.use == Use::Add ? 2 * bytes : bytes;  // the add also reads its bytes in L2
+      cache_->Access(r.addr, r.bytes, r.use);
+      if (r.use == Use::Add) Contend(r.addr, r.bytes, agent);
+    }
+  }
+
+  // Atomic adds of one step into the same line from different cores.
+  void Contend(uint64_t addr, uint64_t bytes, uint64_t agent) {
+    for (uint64_t l = addr / line_, last = (addr + bytes - 1) / line_; l <= last; ++l) {
+      ++out_.atomic_rmw_lines;
+      auto& [who, count] = adders_[l];
+      if (count == 0 || who != agent + 1) {
+        ++count;
+        who = agent + 1;
+      }
+      out_.max_line_adders = std::max<uint64_t>(out_.max_line_adders, count);
+    }
+  }
+
+  // Runs the agents' work lists concurrently, agent a from start[a]: pieces reach L2 in
+  // the order they start; a piece waits for its barrier and for the event it needs.
+  // Returns each agent's finish time.
+  std::vector<double> RunAgents(std::vector<std::vector<Piece>>& work, std::vector<double> start, size_t events) {
+    using Next = std::pair<double, uint64_t>;
+    std::priority_queue<Next, std::vector<Next>, std::greater<Next>> ready;
+    std::vector<size_t> at(work.size(), 0);
+    std::vector<double> done(events, -1.0);
+    std::vector<std::vector<uint64_t>> waiting(events);
+    for (uint64_t a = 0; a < work.size(); ++a)
+      if (!work[a].empty()) ready.push({start[a], a});
+    while (!ready.empty()) {
+      const auto [time, a] = ready.top();
+      ready.pop();
+      const Piece& piece = work[a][at[a]];
+      if (piece.waits >= 0 && done[piece.waits] < 0) {  // resumed when the event happens
+        waiting[piece.waits].push_back(a);
+        continue;
+      }
+      const double begin = std::max({time, piece.not_before, piece.waits >= 0 ? done[piece.waits] : 0.0});
+      if (begin > time) {  // later than it was queued: wait its turn
+        start[a] = begin;
+        ready.push({begin, a});
+        continue;
+      }
+      Apply(piece, a);
+      ++at[a];
+      start[a] = begin + piece.seconds;
+      if (piece.signals >= 0) {
+        done[piece.signals] = start[a];
+        for (uint64_t w : waiting[piece.signals]) ready.push({std::max(start[w], start[a]), w});
+        waiting[piece.signals].clear();
+      }
+      if (at[a] < work[a].size()) ready.push({start[a], a});
+    }
+    return start;
+  }
+
+  // Ends a step that began at `begin` whose cores finished at `busy`: the longest of the
+  // busy time, its HBM traffic and its L2 traffic at their bandwidths.
+  void EndStep(double begin, double busy, bool cube) {
+    const double hbm = double(cache_->hbm_read + cache_->hbm_write - step_hbm_mark_) / p_.hbmBytesPerS;
+    const double l2 = double(step_l2_) / p_.l2BytesPerS;
+    const double take = std::max({busy, hbm, l2});
+    if (take == busy) (cube ? out_.cube_bound_s : out_.vector_bound_s) += take;
+    else if (take == hbm) out_.hbm_bound_s += take;
+    else out_.l2_bound_s += take;
+    now_ = begin + take;
+    step_hbm_mark_ = cache_->hbm_read + cache_->hbm_write;
+    step_l2_ = 0;
+    adders_.clear();
+    ++out_.steps;
+  }
+
+  // Step s of the cube cores (…_schedule.h): each AIC's items in order; a logits task's G
+  // follows on its two AIVs once the block is in the ring; tiles start once the previous
+  // window's G is written (`gDone`). Returns when this step's window G is written.
+  double CubeStep(uint64_t s, double gDone) {
+    const double begin = now_;
+    // Agents: AIC c is c, its AIVs are cores + 2c and cores + 2c + 1.
+    std::vector<std::vector<Piece>> work(3 * cores_);
+    size_t events = 0;
+    for (uint64_t c = 0; c < cores_; ++c) {
+      uint64_t q = 0;
+      current_window_ = s;
+      for (uint64_t j = 0; flce::CoreTask(t_, s, c, cores_, j, q); ++j) {
+        const FlceTask task = flce::TaskOf(t_, flce::WindowAt(t_, s), q);
+        const uint64_t slot = tasks_[c]++ % 2;
+        LogitsWork(task, slot, c, work[c]);
+        work[c].back().signals = static_cast<int64_t>(events);
+        for (uint32_t sub = 0; sub < 2; ++sub) {
+          std::vector<Piece>& g = work[cores_ + 2 * c + sub];
+          const size_t first = g.size();
+          GWork(task, slot, c, sub, g);
+          if (g.size() > first) g[first].waits = static_cast<int64_t>(events);
+        }
+        ++events;
+      }
+      if (t_.mode == 0 && s == 0) continue;
+      current_window_ = s - 1;
+      const size_t first = work[c].size();
+      for (uint64_t j = 0; flce::CoreTile(t_, s, c, cores_, j, q); ++j) TileWork(flce::TileAt(t_, s, q), work[c]);
+      if (work[c].size() > first) work[c][first].not_before = gDone;
+    }
+    const std::vector<double> end = RunAgents(work, std::vector<double>(3 * cores_, begin), events);
+    double busy = 0, windowG = begin;
+    for (uint64_t c = 0; c < cores_; ++c) busy = std::max(busy, end[c] - begin);
+    for (uint64_t a = cores_; a < 3 * cores_; ++a) windowG = std::max(windowG, end[a]);
+    EndStep(begin, busy, true);
+    return windowG;
+  }
+
+  // A step of the 2 x cores vector cores only, each with the work `make` gives it.
+  template <typename Make>
+  void VectorStep(Make make, bool count = true) {
+    const uint64_t aivs = 2 * cores_;
+    std::vector<std::vector<Piece>> work(aivs);
+    for (uint64_t a = 0; a < aivs; ++a) make(a, aivs, work[a]);
+    const double begin = now_;
+    const std::vector<double> end = RunAgents(work, std::vector<double>(aivs, begin), 0);
+    double busy = 0;
+    for (uint64_t a = 0; a < aivs; ++a) busy = std::max(busy, end[a] - begin);
+    if (count) EndStep(begin, busy, false);
+  }
+
+  const Tiling& t_;
+  const akn::PlatformFacts p_;
+  const uint64_t e_, cores_, line_;
+  uint64_t x_ = 0, w_ = 0, grad_ = 0, mask_ = 0, target_ = 0, max_ = 0, sum_ = 0, softmax_ = 0;
+  uint64_t inputGrad_ = 0, weightGrad_ = 0, user_ = 0, footprint_ = 0;
+  L2Cache* cache_ = nullptr;
+  double coreFlops_ = 0, now_ = 0;
+  uint64_t step_l2_ = 0, step_hbm_mark_ = 0, current_window_ = 0;
+  std::vector<uint64_t> tasks_ = std::vector<uint64_t>(cores_, 0);  // logits blocks per AIC so far
+  std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> adders_;  // line -> (last adder + 1, adders)
+  AsimFlceModel out_{};
+};
+
+}  // namespace
+
+extern "C" {
+
+// The model of one launch with this tiling (the FLCE TilingFunc's data), input dtype
+// (ascend_ops_kernels::DtypeCode) and L2 line size (64 or 512 bytes, or any power of two).
+int asim_flce_model(const FusedLinearCrossEntropyLossGradTilingData* tiling, uint32_t dtype, uint64_t line_bytes,
+                    AsimFlceModel* out, char* error, uint64_t error_bytes) {
+  try {
+    if (line_bytes < 32 || (line_bytes & (line_bytes - 1)) != 0) throw std::runtime_error("line_bytes must be a power of two >= 32");
+    if (tiling->cubeCores == 0 || tiling->cubeCores > 4096) throw std::runtime_error("the tiling launches no cube core");
+    Model model(*tiling, dtype, line_bytes);
+    *out = model.Run();
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(error, error_bytes, "%s", e.what());
+    return 1;
+  }
+}
+
+}  // extern "C"
