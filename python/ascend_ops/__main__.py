@@ -12,7 +12,7 @@ import torch
 
 from . import __version__
 from ._impls import available_impls
-from .cpu_info import cpu_info, gemm_engine_report
+from .cpu_info import cpu_info, describe_gemm_engine_cache, gemm_engine_report
 from .npu.acceptance import report as npu_acceptance_report
 from .parity import format_table, parity_rows
 
@@ -24,6 +24,7 @@ def main() -> int:
         print(f"CPU GEMM engines (bfloat16), per kind of product:\n  {gemm_engine_report().describe()}")
     except (RuntimeError, ValueError) as error:  # no native library, or a bad switch
         print(f"CPU GEMM engine: unavailable: {error}")
+    print(describe_gemm_engine_cache())
     print("\nImplementations:")
     status = available_impls()
     for name, s in status.items():
