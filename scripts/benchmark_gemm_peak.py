@@ -15,6 +15,12 @@ are appended to scripts/results/gemm_peak.csv.
 
     python scripts/benchmark_gemm_peak.py                         # both sizes, every engine
     python scripts/benchmark_gemm_peak.py --sizes 1024,1024,4096 --engines avx512bf16 --rounds 3
+    python scripts/benchmark_gemm_peak.py --choice      # the engine choice, quiet and loaded
+
+--choice measures the engines as a first bfloat16 GEMM does (gemm.h: one thread, its CPU
+time, alternated rounds, medians) `--rounds` times as the machine is, then as many times
+beside a load this script starts (two busy processes per kernel thread, each multiplying
+fp32 matrices on one thread), and prints every measurement's timings and choice per kind.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import datetime
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
 
 import torch
@@ -49,6 +56,38 @@ def peak_table(rounds: int) -> str:
     return text_table(("instruction", "TFLOP/s (median)", "range"), rows)
 
 
+def busy_processes(count: int) -> list[subprocess.Popen]:
+    loop = ("import torch\ntorch.set_num_threads(1)\na = torch.randn(512, 512)\n"
+            "while True:\n    a = (a @ a).clamp_(-1, 1)\n")
+    return [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(count)]
+
+
+def choice_runs(rounds: int) -> int:
+    """The engine choice measured `rounds` times quiet and `rounds` times loaded; 1 if any
+    choice differs."""
+    engines = list(_C.cpu_gemm_engines())
+    choices = {}
+    rows = []
+    for start in ("as is", "loaded"):
+        load = busy_processes(2 * torch.get_num_threads()) if start == "loaded" else []
+        try:
+            for r in range(rounds):
+                for kind in ("fp32_out", "rounded"):
+                    timings = _C.cpu_gemm_measure(kind)
+                    chosen = _C.cpu_gemm_choice(kind, engines, timings)
+                    choices.setdefault(kind, set()).add(chosen)
+                    rows.append((start, f"{os.getloadavg()[0]:.1f}", kind, chosen,
+                                 " ".join(f"{e}={t:.3f}" for e, t in timings)))
+        finally:
+            for process in load:
+                process.kill()
+                process.wait()
+    print(text_table(("start", "load 1m", "kind", "chosen", "TFLOP/s (one thread x threads)"), rows))
+    same = all(len(c) == 1 for c in choices.values())
+    print("same choice in every measurement: " + ("yes" if same else f"no: {choices}"))
+    return 0 if same else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", default=["2048,2048,16384", "4096,4096,16000"],
@@ -58,7 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--csv", type=pathlib.Path, default=CSV)
     parser.add_argument("--no-csv", action="store_true")
+    parser.add_argument("--choice", action="store_true",
+                        help="measure the engine choice quiet and under a load started here")
     args = parser.parse_args(argv)
+    if args.choice:
+        print(f"GEMM engine choice: {machine_description()}; torch {torch.__version__}")
+        return choice_runs(args.rounds)
     engines = args.engines or [e for e in _C.cpu_gemm_engines() if e != "portable"]
     print(f"GEMM peak fractions: {machine_description()}; torch {torch.__version__}")
     print(peak_table(args.rounds))
