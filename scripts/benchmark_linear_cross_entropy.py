@@ -247,7 +247,35 @@ def main(argv: list[str] | None = None) -> int:
     if args.csv:
         append_rows(args.csv, rows)
         print(f"rows appended to {args.csv}")
+        if measure.peak_fractions:
+            append_peak_rows(args.csv.parent / "gemm_peak.csv", measure.peak_fractions,
+                             "x".join(map(str, args.size)), args.reps)
     return 0
+
+
+def append_peak_rows(path: pathlib.Path, fractions: list[dict], size: str, rounds: int) -> None:
+    """The peak-fraction lines as rows of scripts/results/gemm_peak.csv (benchmark_gemm_peak.py's schema)."""
+    import csv
+    import datetime
+    import os
+
+    from ascend_ops.cpu_info import cpu_info
+    from benchmark_gemm_peak import FIELDS
+
+    info = cpu_info()
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            writer.writeheader()
+        for r in fractions:
+            writer.writerow({"date": datetime.date.today().isoformat(), "cpu_model": info.model,
+                             "amx_bf16": int(info.amx_bf16), "avx512_bf16": int(info.avx512_bf16),
+                             "threads": torch.get_num_threads(), "load_1m": round(os.getloadavg()[0], 2),
+                             "product": r["product"], "size": size, "engine": r["engine"],
+                             "instruction": r["instruction"], "tflops": round(r["tflops"], 4),
+                             "peak_tflops": round(r["peak_tflops"], 4), "fraction": round(r["fraction"], 3),
+                             "rounds": rounds, "torch": torch.__version__})
 
 
 if __name__ == "__main__":
