@@ -195,6 +195,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         },
         "The data cache sizes (bytes) the own GEMMs derive their blocking from, and where they "
         "were read.");
+#if defined(__x86_64__)  // bf16_gemm.cpp is an x86 build
   m.def("cpu_gemm_blocking",
         [] {
           const auto b = ascend_ops::cpu::bf16_gemm_blocking(at::get_num_threads());
@@ -202,6 +203,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
                           py::arg("b_panel_bytes") = b.b_panel_bytes);
         },
         "The avx512bf16 GEMM's cache blocking on this CPU at the current thread count.");
+#endif
   m.def("cpu_gemm", &cpu_gemm, py::arg("a"), py::arg("b"), py::arg("engine") = py::none(),
         py::arg("accumulate_into") = py::none(), py::arg("rounded") = false,
         "a @ b in fp32 through the CPU GEMM layer, on `engine` (default: the kernels' choice); "

@@ -23,6 +23,7 @@ constexpr double kTdpbf16psFlops = 4 * 16 * 16 * 32 * 2.0;
 using LoopFunction = float (*)(int64_t);
 
 LoopFunction loop_of(const std::string& instruction) {
+#if defined(__x86_64__)
   for (const PeakLoop& loop : available_peak_loops()) {
     if (loop.instruction == instruction) {
       if (instruction == "vdpbf16ps_zmm") return vdpbf16ps_zmm_loop;
@@ -31,6 +32,7 @@ LoopFunction loop_of(const std::string& instruction) {
       if (instruction == "tdpbf16ps") return tdpbf16ps_loop;
     }
   }
+#endif
   std::string names;
   for (const PeakLoop& loop : available_peak_loops()) {
     names += (names.empty() ? "" : ", ") + loop.instruction;
@@ -43,6 +45,7 @@ LoopFunction loop_of(const std::string& instruction) {
 
 std::vector<PeakLoop> available_peak_loops() {
   std::vector<PeakLoop> loops;
+#if defined(__x86_64__)  // the loops' files are x86 builds (peak_loops.h)
   if (avx512_kernels_supported()) {
     loops.push_back({"vdpbf16ps_zmm", kVdpbf16psFlops});
   }
@@ -55,6 +58,7 @@ std::vector<PeakLoop> available_peak_loops() {
   if (avx2_kernels_supported()) {
     loops.push_back({"vfmadd231ps_ymm", kFmaYmmFlops});
   }
+#endif
   return loops;
 }
 
