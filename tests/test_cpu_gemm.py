@@ -108,6 +108,7 @@ def test_own_gemm_gives_the_same_bits_on_any_thread_count(threads, rounded):
     assert torch.equal(_C.cpu_gemm(a_in, b_in, "avx512bf16", rounded=rounded), one_pass)
 
 
+@pytest.mark.skipif(not hasattr(_C, "cpu_gemm_blocking"), reason="no x86 GEMM kernels in this build")
 def test_blocking_follows_the_cache_sizes():
     """The own GEMMs' blocking is derived from the caches read at run time (sysfs here),
     within the bounds the kernels assume."""
