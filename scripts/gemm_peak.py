@@ -123,28 +123,33 @@ class ProductRow:
 def measure_products(ops: StepOperands, engines: list[str], rounds: int,
                      products=PRODUCTS) -> list[ProductRow]:
     """Each product on each engine, in rounds that alternate them (one warm-up call each),
-    every timing between two runs of its instruction's register-only loop; a round's
-    fraction is the product's TFLOP/s over the mean of those two."""
+    every timing between two runs of its instruction's register-only loop, each about as
+    long as the product's warm-up took (so that on a busy machine the loop and the product
+    share the cores over windows of one length); a round's fraction is the product's
+    TFLOP/s over the mean of those two."""
     bt, h = ops.x.shape
     v = ops.w.size(0)
     flops = 2.0 * bt * h * v
     instructions = {e: peak_instruction(e) for e in engines}
+    window = {}
     for engine in engines:
         with engine_forced(engine):
             for product in products:
+                start = time.perf_counter()
                 run_product(product, ops)
+                window[(product, engine)] = min(5.0, max(0.1, time.perf_counter() - start))
     samples = {(p, e): ([], [], []) for p in products for e in engines}
     for r in range(rounds):
         order = [(p, e) for p in products for e in engines]
         order = order[r % len(order):] + order[:r % len(order)]
         for product, engine in order:
             ins = instructions[engine]
-            before = peak_tflops(ins)
+            before = peak_tflops(ins, window[(product, engine)])
             with engine_forced(engine):
                 start = time.perf_counter()
                 run_product(product, ops)
                 seconds = time.perf_counter() - start
-            after = peak_tflops(ins)
+            after = peak_tflops(ins, window[(product, engine)])
             tflops = flops / seconds / 1e12
             rates, peaks, fractions = samples[(product, engine)]
             rates.append(tflops)
