@@ -25,8 +25,12 @@ lib=$(ls -d "$build"/lib.*)
 libasan=$(${CXX:-g++} -print-file-name=libasan.so)
 libstdcxx=$(${CXX:-g++} -print-file-name=libstdc++.so)
 export LD_PRELOAD="$libasan $libstdcxx"
-export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_odr_violation=0
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Reports go to files as well as stderr: pytest captures a test's stderr, and a report that
+# ends the process would be lost with the capture.
+reports="$PWD/$build/reports"
+rm -rf "$reports" && mkdir -p "$reports"
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_odr_violation=0:log_path=$reports/asan
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan
 export PYTHONPATH="$PWD/$lib${PYTHONPATH:+:$PYTHONPATH}"
 
 # The tests that measure peak resident memory: ASan's shadow memory counts there.
@@ -44,4 +48,11 @@ fi
 import ascend_ops, ascend_ops._C as C
 print("sanitized build:", C.__file__)
 PY
-exec "$python" -m pytest -p no:cacheprovider -k "not ($peak_memory)" "$@"
+status=0
+"$python" -m pytest -p no:cacheprovider -k "not ($peak_memory)" "$@" || status=$?
+if compgen -G "$reports/*" > /dev/null; then
+  echo "sanitizer reports (in $reports):"
+  head -40 "$reports"/*
+  exit 1
+fi
+exit $status
