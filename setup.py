@@ -102,6 +102,9 @@ X86_ONLY_SOURCES = frozenset({
     "op_plugin/csrc/cpu/gemm/avx2_kernels.cpp",
     "op_plugin/csrc/cpu/gemm/avx2_gemm_kernels.cpp",
     "op_plugin/csrc/cpu/gemm/avx2_gemm.cpp",
+    "op_plugin/csrc/cpu/gemm/avx512_peak_loops.cpp",
+    "op_plugin/csrc/cpu/gemm/avx2_peak_loops.cpp",
+    "op_plugin/csrc/cpu/gemm/amx_peak_loops.cpp",
     "op_plugin/csrc/cpu/batch_norm/batch_norm_loops_avx512.cpp",
     "op_plugin/csrc/cpu/batch_norm/batch_norm_loops_avx2.cpp",
 })
@@ -238,6 +241,13 @@ extensions = [
     ),
     simulator_extension(),
 ]
+# ASCEND_OPS_SANITIZE=1: _C and the simulator built with AddressSanitizer and UBSan
+# (scripts/sanitize_kernel_tests.sh runs the kernel tests on such a build).
+if os.environ.get("ASCEND_OPS_SANITIZE") == "1":
+    sanitize = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=undefined"]
+    for extension in extensions:
+        extension.extra_compile_args = [a for a in extension.extra_compile_args if a != "-O3"] + ["-O1", "-g"] + sanitize
+        extension.extra_link_args = extension.extra_link_args + sanitize
 if (cann_tiling := cann_tiling_extension()) is not None:
     extensions.append(cann_tiling)
 if (npu := npu_extension()) is not None:

@@ -2,8 +2,10 @@
 """Benchmark: linear cross entropy forward + backward on one rank, time and peak memory.
 
 Compares `ascend_ops.linear_cross_entropy` (both modes) with eager
-`F.cross_entropy(F.linear(x, w), t)` and with `torch.compile` of that, at (BT, H, V) =
-(4096, 4096, 16000) in bfloat16 unless told otherwise. Where torch's bf16 matmul has no
+`F.cross_entropy(F.linear(x, w), t)`, with `torch.compile` of that, and with torch 2.13's own
+`F.linear_cross_entropy` (`torch-lce`: its reference path, options=None; `torch-lce-chunked`:
+options=torch.nn.LinearCrossEntropyOptions()), at (BT, H, V) = (4096, 4096, 16000) in bfloat16
+unless told otherwise, one target in 7 ignored (-100). Where torch's bf16 matmul has no
 oneDNN kernels (CPUs without AVX512, where it runs a scalar fallback:
 scripts/torch_matmul_probe.py), the default baselines are `eager-fp32` and `compile-fp32`
 instead, the same loss on fp32 copies of x and w (`F.linear(x.float(), w.float())`), which
@@ -20,6 +22,12 @@ the timings come from one more process that runs the providers interleaved:
   memory. (Rows measured before this rule, up to the 3-rep rows of 2026-11-30, took one
   peak over the whole step minus the gradients, which hides a forward peak under the
   backward's.)
+
+The timing process also runs `gemms`: the step's three GEMMs alone, as the CPU kernels run
+them on the engines in force (scripts/gemm_peak.py: the logits with their row statistics,
+grad_input, grad_weight), interleaved with the providers, so `ascend_ops / gemms` is the step's
+cost over its GEMMs'; then each GEMM against the register-only peak of its instruction
+(VDPBF16PS, TDPBF16PS or VFMADD231PS), interleaved with it: the table's peak-fraction lines.
 
 Rows (one per provider) are appended to scripts/results/benchmarks.csv in the schema of
 scripts/results_csv.py, with the CPU model, ISA flags and CPU GEMM engine;
@@ -48,14 +56,17 @@ from torch_matmul_probe import probe_matmul  # noqa: E402
 from worker_processes import report, reset_peak_rss, run_worker, status_kb, text_table  # noqa: E402
 
 PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile", "eager-fp32",
-             "compile-fp32")
+             "compile-fp32", "torch-lce", "torch-lce-chunked", "gemms")
+TORCH_PROVIDERS = ("eager", "compile", "eager-fp32", "compile-fp32", "torch-lce", "torch-lce-chunked")
+IGNORED = -100
 
 
 def default_providers() -> list[str]:
     """Ours and the baselines torch runs fastest here: bf16, or fp32 where torch's bf16
     matmul has no oneDNN kernels (scripts/torch_matmul_probe.py)."""
     suffix = "-fp32" if probe_matmul().bf16_is_slow else ""
-    return ["ascend_ops", "ascend_ops-high-performance", "eager" + suffix, "compile" + suffix]
+    return ["ascend_ops", "ascend_ops-high-performance", "eager" + suffix, "compile" + suffix,
+            "torch-lce", "torch-lce-chunked", "gemms"]
 
 
 def loss_function(provider: str):
@@ -64,6 +75,12 @@ def loss_function(provider: str):
 
         mode = "high-performance" if provider.endswith("high-performance") else "memory-saving"
         return lambda x, w, t: ascend_ops.linear_cross_entropy(x, w, t, mode=mode)
+
+    if provider == "torch-lce":
+        return lambda x, w, t: F.linear_cross_entropy(x, w, t, ignore_index=IGNORED)
+    if provider == "torch-lce-chunked":
+        options = torch.nn.LinearCrossEntropyOptions()
+        return lambda x, w, t: F.linear_cross_entropy(x, w, t, ignore_index=IGNORED, options=options)
 
     def eager(x, w, t):
         return F.cross_entropy(F.linear(x, w), t)
@@ -80,10 +97,21 @@ def make_inputs(bt: int, h: int, v: int):
     x = (torch.randn(bt, h, generator=gen) / h**0.5).bfloat16().requires_grad_()
     w = (torch.randn(v, h, generator=gen) * 0.02).bfloat16().requires_grad_()
     t = torch.randint(0, v, (bt,), generator=gen)
+    t[::7] = IGNORED  # one target in 7 ignored (padding), as a training batch has
     return x, w, t
 
 
 def make_step(provider: str, x, w, t):
+    if provider == "gemms":
+        from gemm_peak import PRODUCTS, StepOperands, run_product, step_operands
+
+        ops = step_operands(x.size(0), x.size(1), w.size(0))
+
+        def gemms() -> None:
+            for product in PRODUCTS:
+                run_product(product, ops)
+
+        return gemms
     fn = loss_function(provider)
 
     def step() -> None:
@@ -99,6 +127,8 @@ def peak_extra_mib(provider: str, bt: int, h: int, v: int) -> float:
     the forward's peak above the inputs, or the backward's less the gradients it returns,
     whichever is larger."""
     x, w, t = make_inputs(bt, h, v)
+    if provider == "gemms":
+        return 0.0  # not a loss: timed only
     fn = loss_function(provider)
     make_step(provider, x, w, t)()  # warm-up (and compilation)
     x.grad = w.grad = None
@@ -119,32 +149,69 @@ def interleaved_times(providers: list[str], bt: int, h: int, v: int, reps: int) 
     then `reps` rounds calling every provider once, so load from other processes on the
     machine hits all providers alike (the worker side)."""
     x, w, t = make_inputs(bt, h, v)
-    return time_interleaved({p: make_step(p, x, w, t) for p in providers}, reps)
+    times = time_interleaved({p: make_step(p, x, w, t) for p in providers}, reps)
+    if "gemms" in providers:
+        times["peak_fractions"] = gemm_peak_fractions(bt, h, v, reps)
+    return times
+
+
+def gemm_peak_fractions(bt: int, h: int, v: int, rounds: int) -> list[dict]:
+    """Each GEMM of the step on the engine its kind runs on here, against its instruction's
+    register-only peak, interleaved (scripts/gemm_peak.py)."""
+    from ascend_ops.cpu_info import gemm_engine_report
+    from gemm_peak import measure_products, step_operands
+
+    engines = gemm_engine_report().engines
+    ops = step_operands(bt, h, v)
+    rows = []
+    for product, kind in (("logits", "fp32_out"), ("grad_input", "rounded"), ("grad_weight", "rounded")):
+        r = measure_products(ops, [engines[kind]], rounds, products=(product,))[0]
+        rows.append({"product": product, "engine": r.engine, "instruction": r.instruction,
+                     "tflops": r.tflops, "peak_tflops": r.peak_tflops, "fraction": r.fraction})
+    return rows
 
 
 def measure(args) -> list[ResultRow]:
     """Peak memory per provider in its own process, then the timings interleaved in one."""
     size = ["--size", *map(str, args.size)]
     peaks = {p: run_worker(__file__, ["--worker", "memory", "--providers", p, *size], args.timeout)
-             for p in args.providers}
+             for p in args.providers if p != "gemms"}
     times = run_worker(__file__, ["--worker", "time", "--providers", *args.providers, *size,
                                   "--reps", str(args.reps)], args.timeout * len(args.providers))
     machine = machine_fields()
+    measure.peak_fractions = times.pop("peak_fractions", [])
     rows = []
     for provider in args.providers:
         rows.append(ResultRow("linear_cross_entropy", provider, "forward+backward", "bfloat16",
                               "x".join(map(str, args.size)), **machine,
                               **timing_fields(times[provider], args.reps),
-                              peak_extra_mib=peaks[provider]))
+                              peak_extra_mib=peaks.get(provider)))
     return rows
 
 
-def format_table(rows: list[ResultRow]) -> str:
+def format_table(rows: list[ResultRow], peak_fractions: list[dict] = ()) -> str:
     base = next((r for r in rows if r.provider == "ascend_ops"), rows[0])
     header = ("provider", "p20 ms", "p50 ms", "p80 ms", "p50 / ascend_ops", "peak extra MiB")
     body = [(r.provider, f"{r.p20_s * 1e3:.1f}", f"{r.median_s * 1e3:.1f}", f"{r.p80_s * 1e3:.1f}",
-             f"{r.median_s / base.median_s:.2f}", f"{r.peak_extra_mib:.0f}") for r in rows]
-    return text_table(header, body)
+             f"{r.median_s / base.median_s:.2f}",
+             "-" if r.provider == "gemms" else f"{r.peak_extra_mib:.0f}") for r in rows]
+    lines = [text_table(header, body)]
+    torch_rows = [r for r in rows if r.provider in TORCH_PROVIDERS]
+    gemms = next((r for r in rows if r.provider == "gemms"), None)
+    summary = []
+    if torch_rows:
+        fastest = min(torch_rows, key=lambda r: r.median_s)
+        summary.append(f"ascend_ops / fastest torch provider ({fastest.provider}): "
+                       f"{base.median_s / fastest.median_s:.2f}x (target <= 0.9)")
+    if gemms is not None:
+        summary.append(f"ascend_ops / its three GEMMs (gemms): {base.median_s / gemms.median_s:.2f}x "
+                       f"(target <= 1.05)")
+    lines.extend(summary)
+    if peak_fractions:
+        lines.append(text_table(("GEMM", "engine", "instruction", "TFLOP/s", "peak TFLOP/s", "peak fraction"),
+                                [(f["product"], f["engine"], f["instruction"], f"{f['tflops']:.3f}",
+                                  f"{f['peak_tflops']:.3f}", f"{f['fraction']:.2f}") for f in peak_fractions]))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,11 +243,39 @@ def main(argv: list[str] | None = None) -> int:
           f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.reps} reps; "
           f"machine: {machine_fields()}")
     rows = measure(args)
-    print(format_table(rows))
+    print(format_table(rows, getattr(measure, "peak_fractions", [])))
     if args.csv:
         append_rows(args.csv, rows)
         print(f"rows appended to {args.csv}")
+        if measure.peak_fractions:
+            append_peak_rows(args.csv.parent / "gemm_peak.csv", measure.peak_fractions,
+                             "x".join(map(str, args.size)), args.reps)
     return 0
+
+
+def append_peak_rows(path: pathlib.Path, fractions: list[dict], size: str, rounds: int) -> None:
+    """The peak-fraction lines as rows of scripts/results/gemm_peak.csv (benchmark_gemm_peak.py's schema)."""
+    import csv
+    import datetime
+    import os
+
+    from ascend_ops.cpu_info import cpu_info
+    from benchmark_gemm_peak import FIELDS
+
+    info = cpu_info()
+    new = not path.exists()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if new:
+            writer.writeheader()
+        for r in fractions:
+            writer.writerow({"date": datetime.date.today().isoformat(), "cpu_model": info.model,
+                             "amx_bf16": int(info.amx_bf16), "avx512_bf16": int(info.avx512_bf16),
+                             "threads": torch.get_num_threads(), "load_1m": round(os.getloadavg()[0], 2),
+                             "product": r["product"], "size": size, "engine": r["engine"],
+                             "instruction": r["instruction"], "tflops": round(r["tflops"], 4),
+                             "peak_tflops": round(r["peak_tflops"], 4), "fraction": round(r["fraction"], 3),
+                             "rounds": rounds, "torch": torch.__version__})
 
 
 if __name__ == "__main__":

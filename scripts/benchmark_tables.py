@@ -14,6 +14,7 @@ AVX512-BF16), thread count and GEMM engine. Ratios are within one run of one mac
 from __future__ import annotations
 
 import argparse
+import csv
 import pathlib
 import re
 import sys
@@ -194,7 +195,10 @@ LCE_PROVIDERS = {"ascend_ops": "ascend_ops (memory-saving)",
                  "ascend_ops-high-performance": "ascend_ops (high-performance)",
                  "eager": "eager `F.cross_entropy(F.linear(...))`", "compile": "`torch.compile` of eager",
                  "eager-fp32": "eager on fp32 copies `F.linear(x.float(), w.float())`",
-                 "compile-fp32": "`torch.compile` of eager on fp32 copies"}
+                 "compile-fp32": "`torch.compile` of eager on fp32 copies",
+                 "torch-lce": "torch `F.linear_cross_entropy` (reference path)",
+                 "torch-lce-chunked": "torch `F.linear_cross_entropy`, `options=LinearCrossEntropyOptions()`",
+                 "gemms": "ascend_ops' three GEMMs alone (its engines)"}
 
 
 def lce_table(rows: list[dict]) -> str:
@@ -215,8 +219,33 @@ def lce_table(rows: list[dict]) -> str:
                      "peak extra", "measured"], body)
 
 
+GEMM_PEAK_CSV = ROOT / "scripts" / "results" / "gemm_peak.csv"
+
+
+def gemm_peak_table(_rows: list[dict], path: pathlib.Path = GEMM_PEAK_CSV) -> str:
+    """scripts/results/gemm_peak.csv (scripts/benchmark_gemm_peak.py and the linear cross
+    entropy benchmark's peak fractions): the newest row per CPU, threads, size, product,
+    engine and day."""
+    latest: dict[tuple, dict] = {}
+    if path.exists():
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                key = (row["cpu_model"], row["amx_bf16"], row["avx512_bf16"], row["threads"], row["size"],
+                       row["product"], row["engine"], row["date"])
+                latest[key] = row
+    body = []
+    for row in sorted(latest.values(), key=lambda r: (r["cpu_model"], r["threads"], size_key(r["size"]),
+                                                      r["date"], r["product"], r["engine"])):
+        body.append([cpu_class(row), f"{row['size'].replace('x', ', ')}, {row['rounds']} rounds", row["product"],
+                     row["engine"], row["instruction"], f"{float(row['tflops']):.3f}",
+                     f"{float(row['peak_tflops']):.3f}", f"{float(row['fraction']):.2f}", measured(row)])
+    return markdown(["CPU", "(BT, H, V)", "GEMM", "engine", "instruction", "TFLOP/s", "peak TFLOP/s",
+                     "peak fraction", "measured"], body)
+
+
 TABLES = {"flce": flce_table, "bn": bn_table, "sync-bn": sync_bn_layer_table,
-          "sync-bn-kernels": sync_bn_kernel_table, "linear-cross-entropy": lce_table}
+          "sync-bn-kernels": sync_bn_kernel_table, "linear-cross-entropy": lce_table,
+          "gemm-peak": gemm_peak_table}
 
 
 def render(doc: str, rows: list[dict]) -> str:

@@ -12,6 +12,13 @@ from ascend_ops import testing
 # not only on one whose oneDNN reads it (docs/cpu_kernels.md, "The operand contract").
 os.environ.setdefault("ASCEND_OPS_CPU_CHECK_GEMM_OPERANDS", "1")
 os.environ.setdefault("ASCEND_OPS_CPU_POISON_SCRATCH", "1")
+# The GEMM engine choices of this run go to a cache file of its own (engine_cache.h), not the
+# user's ~/.cache: the first process measures, the others (the tests' child processes) read.
+if "ASCEND_OPS_CPU_GEMM_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["ASCEND_OPS_CPU_GEMM_CACHE"] = os.path.join(
+        tempfile.mkdtemp(prefix="ascend_ops_gemm_cache_"), "cpu_gemm_engines.tsv")
 
 
 def clone_inputs(inputs: dict) -> dict:

@@ -35,7 +35,7 @@ def peak_extra_mib(setup: str, call: str, drop_env: tuple[str, ...] = ()) -> flo
     return fresh_python_number(SCRIPT.format(setup=setup, call=call), drop_env)
 
 
-def fresh_python_number(script: str, drop_env: tuple[str, ...] = ()) -> float:
+def fresh_python_number(script: str, drop_env: tuple[str, ...] = (), set_env: dict | None = None) -> float:
     """Runs `script` in a fresh Python under live_memory_env, with this ascend_ops and
     scripts/ importable, and returns the last number it printed."""
     package_root = str(pathlib.Path(ascend_ops.__file__).parents[1])
@@ -43,6 +43,7 @@ def fresh_python_number(script: str, drop_env: tuple[str, ...] = ()) -> float:
            "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     for name in drop_env:
         env.pop(name, None)
+    env.update(set_env or {})
     script = f"import sys; sys.path.insert(0, {str(SCRIPTS)!r})\n" + script
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=300, env=env)

@@ -22,9 +22,17 @@ def test_quick_benchmark_runs_every_provider(tmp_path):
     # the baselines in bf16, or in fp32 where torch's bf16 matmul is slow (AVX2 CPUs)
     assert {"ascend_ops", "ascend_ops-high-performance"} <= printed, result.stdout
     assert {"eager", "compile"} <= printed or {"eager-fp32", "compile-fp32"} <= printed, result.stdout
+    # torch 2.13's own F.linear_cross_entropy (reference and chunked), and the step's GEMMs alone
+    assert {"torch-lce", "torch-lce-chunked", "gemms"} <= printed, result.stdout
+    assert "ascend_ops / fastest torch provider" in result.stdout
+    assert "ascend_ops / its three GEMMs (gemms)" in result.stdout
     lines = out.read_text().splitlines()
     assert lines[0].startswith("op,provider,mode,dtype,size,threads,cpu_model,amx_bf16,avx512_bf16,engine")
-    assert len(lines) == 5
+    assert len(lines) == 8
+    # each GEMM's peak fraction, beside the CSV
+    peak = list(csv.DictReader((tmp_path / "gemm_peak.csv").read_text().splitlines()))
+    assert [r["product"] for r in peak] == ["logits", "grad_input", "grad_weight"]
+    assert all(float(r["peak_tflops"]) > 0 and float(r["fraction"]) >= 0 for r in peak)
     # what judges a run on another CPU class: every engine's measured speed in each row
     rows = list(csv.DictReader(lines))
     for engine in ascend_ops._C.cpu_gemm_engines():

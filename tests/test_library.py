@@ -179,12 +179,17 @@ def test_main_job_prints_a_passing_parity_table():
     assert f"CPU: {cpu_info().describe()}\n" in out  # x86 or aarch64 (test_cpu_info.py)
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("CPU GEMM engines"))
-    # one line per kind of product; the subprocess measured for itself: any engine this CPU
-    # offers may have won there, and every engine's speed is shown
+    # one line per kind of product; the subprocess measured for itself or read the engine cache
+    # file an earlier process of the run wrote: any engine this CPU offers may have won there,
+    # and every engine's speed is shown
     for kind, engine_line in zip(("fp32_out", "rounded"), lines[header + 1:header + 3]):
         assert engine_line.strip().startswith(f"{kind}: "), engine_line
-        assert any(f": {e} (fastest measured)" in engine_line for e in _C.cpu_gemm_engines())
+        assert any(f": {e} (fastest measured)" in engine_line or f": {e} (from the engine cache file)" in engine_line
+                   for e in _C.cpu_gemm_engines()), engine_line
         assert all(f"{e} " in engine_line.split("TFLOP/s:")[1] for e in _C.cpu_gemm_engines())
+    # where the choices are kept, and what the file holds (docs/cpu_kernels.md)
+    cache = next(line for line in lines if line.startswith("CPU GEMM engine cache: "))
+    assert _C.cpu_gemm_cache_path() in cache
     assert "cpu        available" in out and "reference  available" in out
     assert "sim        available" in out
     for op, impls in (("fused_linear_cross_entropy_loss_grad", ("cpu", "reference", "sim")),

@@ -2,16 +2,24 @@
 // Python functions below expose the shared validation to the reference and the fake
 // kernels, so every implementation rejects bad input with the same message.
 #include "aten_registration.h"
+#include "cpu/isa_builds.h"
 #include "cpu/gemm/avx512_kernels.h"
 #include "cpu/batch_norm/batch_norm_kernels.h"
 #include "cpu/batch_norm/batch_norm_loops.h"
 #include "cpu/gemm/bf16_matrix.h"
+#if ASCEND_OPS_X86_KERNELS
+#include "cpu/gemm/bf16_gemm.h"
+#endif
+#include "cpu/gemm/cpu_caches.h"
+#include "cpu/gemm/engine_cache.h"
 #include "cpu/gemm/gemm.h"
 #include "cpu/gemm/gemm_operands.h"
+#include "cpu/gemm/peak_loops.h"
 #include "cpu/cross_entropy/lce_grad_cache.h"
 #include "npu/builtin_limits_py.h"
 #include "validation.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -157,6 +165,52 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cpu_avx512_kernels_supported", &ascend_ops::cpu::avx512_kernels_supported,
         "Whether this CPU runs the bfloat16 fast path (AVX512-BF16); false in a build without "
         "the x86 kernels.");
+  m.def("cpu_gemm_cache_path", &ascend_ops::cpu::engine_cache_path,
+        "The file that keeps the GEMM engine choices per CPU (\"\" when turned off).");
+  m.def("cpu_gemm_cache_key", &ascend_ops::cpu::engine_cache_key,
+        "This process's key in that file (CPU, flags, torch version, threads).");
+  m.def("cpu_gemm_from_cache",
+        [](const std::string& kind) { return ascend_ops::cpu::gemm_engine_from_cache(kind_named(kind)); },
+        py::arg("kind"), "Whether this process took the kind's engine from the cache file.");
+  m.def("cpu_gemm_measure",
+        [](const std::string& kind) {
+          std::vector<std::pair<std::string, double>> rows;
+          for (const auto& t : ascend_ops::cpu::measure_gemm_engines(kind_named(kind))) {
+            rows.emplace_back(ascend_ops::cpu::engine_name(t.engine), t.tflops);
+          }
+          return rows;
+        },
+        py::arg("kind"), "A fresh measurement of every engine on the kind's probe product.");
+  m.def("cpu_peak_loops",
+        [] {
+          std::vector<std::pair<std::string, double>> loops;
+          for (const auto& loop : ascend_ops::cpu::available_peak_loops()) {
+            loops.emplace_back(loop.instruction, loop.flops_per_iteration);
+          }
+          return loops;
+        },
+        "The register-only loops this CPU runs: (instruction, flops per iteration).");
+  m.def("cpu_peak_loop_seconds", &ascend_ops::cpu::time_peak_loop, py::arg("instruction"),
+        py::arg("iterations"),
+        "Wall seconds of `iterations` of the instruction's register-only loop on each of the "
+        "kernels' threads at once.");
+  m.def("cpu_caches",
+        [] {
+          const auto& c = ascend_ops::cpu::cpu_caches();
+          return py::dict(py::arg("l1d") = c.l1d, py::arg("l2") = c.l2, py::arg("l3") = c.l3,
+                          py::arg("source") = std::string(c.source));
+        },
+        "The data cache sizes (bytes) the own GEMMs derive their blocking from, and where they "
+        "were read.");
+#if ASCEND_OPS_X86_KERNELS  // bf16_gemm.cpp is an x86 build
+  m.def("cpu_gemm_blocking",
+        [] {
+          const auto b = ascend_ops::cpu::bf16_gemm_blocking(at::get_num_threads());
+          return py::dict(py::arg("kc") = b.kc, py::arg("mc") = b.mc,
+                          py::arg("b_panel_bytes") = b.b_panel_bytes);
+        },
+        "The avx512bf16 GEMM's cache blocking on this CPU at the current thread count.");
+#endif
   m.def("cpu_gemm", &cpu_gemm, py::arg("a"), py::arg("b"), py::arg("engine") = py::none(),
         py::arg("accumulate_into") = py::none(), py::arg("rounded") = false,
         "a @ b in fp32 through the CPU GEMM layer, on `engine` (default: the kernels' choice); "

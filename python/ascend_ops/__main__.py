@@ -20,7 +20,7 @@ import torch
 
 from . import __version__
 from ._impls import IMPLS, NPU_IMPLS, OP_IMPLS, available_impls
-from .cpu_info import cpu_info, gemm_engine_report
+from .cpu_info import cpu_info, describe_gemm_engine_cache, gemm_engine_report
 from .npu import acceptance
 from .parity import ParityRow, format_table, parity_rows
 
@@ -56,6 +56,7 @@ def machine() -> dict:
         facts["gemm_engines"] = gemm_engine_report().describe()
     except (RuntimeError, ValueError) as error:  # no native library, or a bad switch
         facts["gemm_engines_unavailable"] = str(error)
+    facts["gemm_engine_cache"] = describe_gemm_engine_cache()
     return facts
 
 
@@ -66,6 +67,7 @@ def print_machine(facts: dict) -> None:
         print(f"CPU GEMM engines (bfloat16), per kind of product:\n  {facts['gemm_engines']}")
     else:
         print(f"CPU GEMM engine: unavailable: {facts['gemm_engines_unavailable']}")
+    print(facts["gemm_engine_cache"])
 
 
 def print_implementations(status: dict) -> None:

@@ -21,7 +21,7 @@ import platform
 from ._extension import native
 
 __all__ = ["CpuInfo", "cpu_info", "parse_cpuinfo", "GEMM_KINDS", "GemmEngineReport",
-           "gemm_engine_report"]
+           "gemm_engine_report", "gemm_engine_cache", "describe_gemm_engine_cache"]
 
 # aarch64 cores by MIDR_EL1 (implementer, part), as Linux's arch/arm64/include/asm/cputype.h
 # numbers them. An Atlas A2/A3 host is a Kunpeng 920; AWS Graviton 2/3/4 are Neoverse N1/V1/V2.
@@ -123,6 +123,7 @@ class GemmEngineReport:
     engines: dict[str, str]             # kind -> the engine the CPU kernels use for bfloat16
     forced: dict[str, bool]             # kind -> chosen by the environment, not measured
     tflops: dict[str, dict[str, float]]  # kind -> every available engine's TFLOP/s on it
+    from_cache: dict[str, bool] = dataclasses.field(default_factory=dict)  # kind -> read from the cache file
 
     @property
     def engine(self) -> str:
@@ -132,7 +133,8 @@ class GemmEngineReport:
     def describe(self) -> str:
         lines = []
         for kind in GEMM_KINDS:
-            how = "forced by the environment" if self.forced[kind] else "fastest measured"
+            how = ("forced by the environment" if self.forced[kind] else
+                   "from the engine cache file" if self.from_cache.get(kind) else "fastest measured")
             speeds = ", ".join(f"{name} {t:.3f}" for name, t in self.tflops[kind].items())
             lines.append(f"{kind}: {self.engines[kind]} ({how}); measured TFLOP/s: {speeds}")
         return "\n  ".join(lines)
@@ -151,6 +153,36 @@ def gemm_engine_report() -> GemmEngineReport:
     first call (some ms). Raises RuntimeError when ascend_ops._C is not loaded, ValueError
     for a bad switch."""
     _C = native()
-    return GemmEngineReport({kind: _C.cpu_gemm_engine(kind) for kind in GEMM_KINDS},
-                            {kind: _forced(kind) for kind in GEMM_KINDS},
-                            {kind: dict(_C.cpu_gemm_timings(kind)) for kind in GEMM_KINDS})
+    engines = {kind: _C.cpu_gemm_engine(kind) for kind in GEMM_KINDS}
+    return GemmEngineReport(engines, {kind: _forced(kind) for kind in GEMM_KINDS},
+                            {kind: dict(_C.cpu_gemm_timings(kind)) for kind in GEMM_KINDS},
+                            {kind: _C.cpu_gemm_from_cache(kind) for kind in GEMM_KINDS})
+
+
+def gemm_engine_cache() -> tuple[str, list[str]]:
+    """The file that keeps the bfloat16 GEMM engine choices per CPU (docs/cpu_kernels.md:
+    $ASCEND_OPS_CPU_GEMM_CACHE, else $XDG_CACHE_HOME or ~/.cache, /ascend_ops/
+    cpu_gemm_engines.tsv; "" when turned off) and its lines other than comments (none when
+    it does not exist yet). Raises RuntimeError when ascend_ops._C is not loaded."""
+    path = native().cpu_gemm_cache_path()
+    if not path:
+        return "", []
+    try:
+        text = pathlib.Path(path).read_text()
+    except OSError:
+        return path, []
+    return path, [line for line in text.splitlines() if line and not line.startswith("#")]
+
+
+def describe_gemm_engine_cache() -> str:
+    """One paragraph for `python -m ascend_ops`: where the engine cache is and what it holds."""
+    try:
+        path, lines = gemm_engine_cache()
+    except RuntimeError as error:
+        return f"CPU GEMM engine cache: unavailable: {error}"
+    if not path:
+        return "CPU GEMM engine cache: off (ASCEND_OPS_CPU_GEMM_CACHE); every process measures"
+    if not lines:
+        return f"CPU GEMM engine cache: {path} (empty: the next bfloat16 GEMM measures and writes it)"
+    held = "\n  ".join(line.replace("\t", "  ") for line in lines)
+    return f"CPU GEMM engine cache: {path} (delete it to measure again):\n  {held}"

@@ -232,8 +232,9 @@ int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args,
     // NPU adapter gives without calling the op (an empty shard, V = 0, included).
     if (a.bt == 0 || a.h == 0 || a.v == 0) {
       if (host_tiling != nullptr) throw sim::SimError("fused_linear_cross_entropy_loss_grad: BT, H or V = 0 has no tiling");
-      std::memset(a.input_grad, 0, a.bt * a.h * e);
-      std::memset(a.weight_grad, 0, a.v * a.h * e);
+      // An empty output may come as a null pointer, which memset must not get even for 0 bytes.
+      if (a.bt * a.h > 0) std::memset(a.input_grad, 0, a.bt * a.h * e);
+      if (a.v * a.h > 0) std::memset(a.weight_grad, 0, a.v * a.h * e);
       t_counters.gm_write_bytes += (a.bt + a.v) * a.h * e;
       t_counters.touched_data_bytes += (a.bt + a.v) * a.h * e;
       return;

@@ -38,27 +38,33 @@ inline uint32_t load_pair(const uint16_t* p) {
   return word;
 }
 
-// C[mr, nr] (= or +=) one A panel @ one packed B panel. A is read as
-// a_word(r, p) = a[r * row_words + p * pair_words]: a packed panel (row_words = 1,
-// pair_words = kMr) or kMr rows of a row-major bf16 matrix (row_words = its row length
-// in words, pair_words = 1). The 24 accumulators stay in registers for the whole K loop;
-// rows >= mr and columns >= nr are computed (from valid or zero data) but not stored.
-inline void micro_kernel(int64_t pairs, const uint32_t* a, int64_t row_words, int64_t pair_words,
-                         const uint32_t* bp, float* c, int64_t ldc, int64_t mr, int64_t nr,
-                         bool accumulate) {
+// C[mr, nr] (= or +=) one packed A panel (kMr rows) @ one packed B panel (kNr columns)
+// over `pairs` K pairs. The 24 accumulators stay in registers for the whole K loop; rows
+// >= mr and columns >= nr are computed (from the panels' zero padding) but not stored.
+// `next_c`, the C tile the following call updates, is fetched while this one runs: its
+// sums are added to C only at the end, by which time its lines are in L1.
+inline void micro_kernel(int64_t pairs, const uint32_t* a, const uint32_t* bp, float* c,
+                         int64_t ldc, int64_t mr, int64_t nr, bool accumulate,
+                         const float* next_c) {
   __m512 acc[kMr][2];
 #pragma GCC unroll 12
   for (int r = 0; r < kMr; ++r) {
     acc[r][0] = _mm512_setzero_ps();
     acc[r][1] = _mm512_setzero_ps();
   }
+  if (next_c != nullptr) {
+    for (int64_t r = 0; r < kMr; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(next_c + r * ldc), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(next_c + r * ldc + 16), _MM_HINT_T0);
+    }
+  }
   for (int64_t p = 0; p < pairs; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_loadu_si512(bp + p * kNr);
     const __m512bh b1 = (__m512bh)_mm512_loadu_si512(bp + p * kNr + 16);
-    const uint32_t* ap = a + p * pair_words;
+    const uint32_t* ap = a + p * kMr;
 #pragma GCC unroll 12
     for (int r = 0; r < kMr; ++r) {
-      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r * row_words]));
+      const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(ap[r]));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], av, b0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], av, b1);
     }
@@ -113,24 +119,56 @@ void pack_a(Bf16View a, int64_t rows, int64_t k0, int64_t kc, uint32_t* out) {
   const int64_t pairs = (kc + 1) / 2;
   const int64_t full_pairs = kc / 2;
   const int64_t panels = (rows + kMr - 1) / kMr;
+  const __mmask16 panel_words = first_lanes(kMr);
   for (int64_t panel = 0; panel < panels; ++panel) {
     uint32_t* dst = out + panel * pairs * kMr;
-    for (int64_t r = 0; r < kMr; ++r) {
-      const int64_t row = panel * kMr + r;
-      if (row >= rows) {
-        for (int64_t p = 0; p < pairs; ++p) dst[p * kMr + r] = 0;
-        continue;
-      }
-      const uint16_t* src = a.data + row * a.row_stride + k0 * a.col_stride;
-      const int64_t cs = a.col_stride;
-      if (cs == 1) {
-        for (int64_t p = 0; p < full_pairs; ++p) dst[p * kMr + r] = load_pair(src + 2 * p);
-      } else {
-        for (int64_t p = 0; p < full_pairs; ++p) {
-          dst[p * kMr + r] = src[2 * p * cs] | static_cast<uint32_t>(src[(2 * p + 1) * cs]) << 16;
+    const int64_t r0 = panel * kMr;
+    const int64_t mr = min64(kMr, rows - r0);
+    const uint16_t* base = a.data + r0 * a.row_stride + k0 * a.col_stride;
+    int64_t p = 0;
+    if (a.col_stride == 1) {
+      // Row-major A (x, G, a transposed slab): 16 pairs of each row are 16 words; a 16 x 16
+      // transpose of words gives each pair's kMr rows side by side (rows past mr are zero).
+      for (; p < full_pairs; p += 16) {
+        const __mmask16 count = first_lanes(full_pairs - p);
+        __m512i r[16];
+        for (int64_t i = 0; i < 16; ++i) {
+          r[i] = i < mr ? _mm512_maskz_loadu_epi32(count, base + i * a.row_stride + 2 * p)
+                        : _mm512_setzero_si512();
+        }
+        transpose_16x16_words(r);
+        for (int64_t q = 0; q < min64(16, full_pairs - p); ++q) {
+          _mm512_mask_storeu_epi32(dst + (p + q) * kMr, panel_words, r[q]);
         }
       }
-      if (pairs != full_pairs) dst[full_pairs * kMr + r] = src[(kc - 1) * cs];
+      p = full_pairs;
+    } else if (a.row_stride == 1) {
+      // Column-major A (G.T as it lies): a pair is two rows of the storage, interleaved.
+      const __mmask32 lanes = static_cast<__mmask32>((1u << mr) - 1);
+      alignas(64) uint16_t index[32];
+      for (int j = 0; j < 16; ++j) {
+        index[2 * j] = static_cast<uint16_t>(j);
+        index[2 * j + 1] = static_cast<uint16_t>(32 + j);
+      }
+      const __m512i interleave = _mm512_load_si512(index);
+      for (; p < full_pairs; ++p) {
+        const uint16_t* k_row = base + 2 * p * a.col_stride;
+        const __m512i x0 = _mm512_maskz_loadu_epi16(lanes, k_row);
+        const __m512i x1 = _mm512_maskz_loadu_epi16(lanes, k_row + a.col_stride);
+        _mm512_mask_storeu_epi32(dst + p * kMr, panel_words,
+                                 _mm512_permutex2var_epi16(x0, interleave, x1));
+      }
+    }
+    // Any other strides, and an odd K's last pair (its high half 0): element by element.
+    for (; p < pairs; ++p) {
+      for (int64_t r = 0; r < kMr; ++r) {
+        uint32_t word = 0;
+        if (r < mr) {
+          const uint16_t* src = base + r * a.row_stride + 2 * p * a.col_stride;
+          word = src[0] | (2 * p + 1 < kc ? static_cast<uint32_t>(src[a.col_stride]) << 16 : 0u);
+        }
+        dst[p * kMr + r] = word;
+      }
     }
   }
 }
@@ -218,33 +256,20 @@ void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, uint32_t* out) {
   }
 }
 
-void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a,
-                 int64_t a_row_words, const uint32_t* b_packed, float* c, int64_t ldc,
-                 bool accumulate) {
-  uint32_t tail[kMr * kMaxPairs];  // the last, partial row panel of a direct A, packed
+void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a_packed,
+                 const uint32_t* b_packed, float* c, int64_t ldc, bool accumulate) {
+  // Row panels outside, column panels inside: the A panel (kMr x K block) is read from L1 by
+  // every B panel of the block, which stream past it from L2 / L3 (prefetched by the
+  // hardware: both panels are read in address order).
   for (int64_t ir = 0; ir < rows; ir += kMr) {
     const int64_t mr = min64(kMr, rows - ir);
-    const uint32_t* ap = nullptr;
-    int64_t row_words = 1, pair_words = kMr;
-    if (a_row_words == 0) {
-      ap = a + (ir / kMr) * pairs * kMr;
-    } else if (mr == kMr) {
-      ap = a + ir * a_row_words;
-      row_words = a_row_words;
-      pair_words = 1;
-    } else {
-      for (int64_t p = 0; p < pairs; ++p) {
-        for (int64_t r = 0; r < kMr; ++r) {
-          tail[p * kMr + r] = r < mr ? a[(ir + r) * a_row_words + p] : 0;
-        }
-      }
-      ap = tail;
-    }
-    // Row panel outside, column panels inside: the A panel stays in L1 while the B
-    // panels of the block stream past it from L2.
+    const uint32_t* ap = a_packed + (ir / kMr) * pairs * kMr;
     for (int64_t jr = 0; jr < cols; jr += kNr) {
-      micro_kernel(pairs, ap, row_words, pair_words, b_packed + (jr / kNr) * pairs * kNr,
-                   c + ir * ldc + jr, ldc, mr, min64(kNr, cols - jr), accumulate);
+      float* tile = c + ir * ldc + jr;
+      const float* next = jr + kNr < cols ? tile + kNr
+                          : ir + kMr < rows ? c + (ir + kMr) * ldc : nullptr;
+      micro_kernel(pairs, ap, b_packed + (jr / kNr) * pairs * kNr, tile, ldc, mr,
+                   min64(kNr, cols - jr), accumulate, next);
     }
   }
 }

@@ -35,25 +35,19 @@ struct Bf16View {
 };
 
 // Packs rows [0, rows) x columns [k0, k0 + kc) of A into ceil(rows / kMr) panels of
-// ceil(kc / 2) pairs each, zero-filling the missing rows of the last panel.
+// ceil(kc / 2) pairs each, zero-filling the missing rows of the last panel. Reads only that
+// region (vector loads for a row-major or column-major A).
 void pack_a(Bf16View a, int64_t rows, int64_t k0, int64_t kc, uint32_t* out);
 
 // Packs rows [k0, k0 + kc) x columns [0, cols) of B into ceil(cols / kNr) panels of
 // ceil(kc / 2) pairs each, zero-filling the missing columns of the last panel.
 void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, uint32_t* out);
 
-// The most K pairs gemm_packed takes in one call (the GEMM's K block is 1024: measured
-// 1-3 % faster on 2 threads than 512 and 5-9 % faster than 256; 2048 was slower).
-constexpr int64_t kMaxPairs = 512;
-
-// C[rows, cols] (fp32, leading dimension ldc) = (accumulate ? C : 0) + A @ B over
-// `pairs` K pairs (<= kMaxPairs), B packed by pack_b. A is either packed by pack_a
-// (a_row_words = 0) or read in place from a row-major bf16 matrix whose rows are
-// a_row_words words apart, starting at the block's first pair (then K must fill whole
-// pairs). Every element is summed in one fixed order.
-void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a,
-                 int64_t a_row_words, const uint32_t* b_packed, float* c, int64_t ldc,
-                 bool accumulate);
+// C[rows, cols] (fp32, leading dimension ldc) = (accumulate ? C : 0) + A @ B over `pairs`
+// K pairs, A packed by pack_a and B by pack_b. Every element is summed in K order, then
+// added to C.
+void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a_packed,
+                 const uint32_t* b_packed, float* c, int64_t ldc, bool accumulate);
 
 // One row of the logits gradient, rounded to bf16 (round to nearest even):
 //   g[j] = bf16((p[j] - (j == target)) * scale)

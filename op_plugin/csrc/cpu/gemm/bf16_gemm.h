@@ -8,20 +8,32 @@
 namespace ascend_ops {
 namespace cpu {
 
+// The cache blocking of bf16_gemm, derived from the CPU's cache sizes (cpu_caches.h):
+//   kc     K depth of a block: the packed A panel (kMr x kc bf16) fills at most 3/4 of L1
+//   mc     rows of a packed A block (mc x kc bf16): at most a quarter of L2 (a core's other
+//          hardware thread runs a block of its own)
+//   b_panel_bytes  a thread's packed B panel (kc x nc bf16) at most: L3 / 2 shared out
+//          between the threads
+// On AMD EPYC Zen 4 (L1d 32 KiB, L2 1 MiB, L3 32 MiB): kc 1024, mc 96, 8 MiB at 2 threads.
+struct Bf16GemmBlocking {
+  int64_t kc;
+  int64_t mc;
+  int64_t b_panel_bytes;
+};
+Bf16GemmBlocking bf16_gemm_blocking(int threads);
+
 // C[m, n] (fp32, leading dimension ldc) = (accumulate ? C : 0) + A[m, k] @ B[k, n].
 // A and B are strided bf16 views, so transposed operands cost nothing extra: they are
-// repacked block by block either way. Work is split over row blocks of C whose size
-// depends on the shape only, and each C element is summed in one fixed order, so the
-// result is bitwise the same for any thread count. Each thread packs K x 256 of B; where
-// all threads' tiles would pass 64 MiB, K is taken in several passes (same sums, same
-// order). Requires avx512_kernels_supported().
+// packed block by block either way (only their logical regions are read). K is cut into
+// blocks by its length and the L1 size only, each block's products summed in K order and
+// added to C in turn, and threads split rows and columns, never K: the result is bitwise
+// the same for any thread count on one machine. Requires avx512_kernels_supported().
 void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c, int64_t ldc,
                bool accumulate);
 
-// out[m, n] (bf16, leading dimension ld_out) = bf16(A @ B): the same sums as bf16_gemm,
-// each rounded once (to nearest even) when complete. The fp32 sums live only in a
-// per-thread row chunk (192 x 256 floats), so no fp32 [m, n] matrix is ever held (a K
-// that takes several passes: a 16 MiB block of rows at a time).
+// out[m, n] (bf16, leading dimension ld_out) = bf16(A @ B): the sums of bf16_gemm, each
+// rounded once (to nearest even), computed a block of rows at a time into 16 MiB of fp32
+// scratch.
 void bf16_gemm_rounded(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, uint16_t* out,
                        int64_t ld_out);
 

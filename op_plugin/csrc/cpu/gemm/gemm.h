@@ -128,26 +128,40 @@ struct EngineTiming {
   double tflops;
 };
 
+// Engines whose speed is within this fraction of the fastest one's count as equally fast.
+constexpr double kEngineTieBand = 0.05;
+
 // The choice itself, given what the environment forces, the engines available and the
 // timings (asked for only when nothing is forced): the forced engine (ValueError naming
 // the variable when it is not available), else the fastest timed engine among those
-// available. Separate from the measurement so that a test can inject timings.
+// available, where engines within kEngineTieBand of the fastest are ranked by a fixed
+// preference (avx512bf16, avx2, onednn, mkl, portable). Separate from the measurement so
+// that a test can inject timings.
 GemmEngine choose_gemm_engine(GemmKind kind, const std::optional<ForcedEngine>& forced,
                               const std::vector<GemmEngine>& available,
                               const std::function<std::vector<EngineTiming>()>& timings);
 
 // The engine for `kind`'s GEMMs of `dtype`: float16 always runs on portable; for bfloat16
 // the one the environment forces for the kind (ValueError if this CPU lacks it), else the
-// fastest measured for the kind.
+// one decided once per process: read from the engine cache file (engine_cache.h) where it
+// holds this CPU's choice, else chosen on the engines measured now and written there.
 GemmEngine gemm_engine(at::ScalarType dtype, GemmKind kind);
 
-// Every available engine timed on the kind's representative product, after a warm-up,
-// best of three; the first call per kind measures, later ones return the same figures.
-//   fp32-out: x @ W.T, 256 x 512 x 1024 (0.27 GFLOP), A kept widened, B fresh per run.
-//   rounded:  G @ W with K complete, 512 x 512 x 4096 (2.1 GFLOP), fresh operands per run:
+// The timings behind the unforced decision (measured now, or read from the cache file),
+// and whether they came from the file.
+//   fp32-out: x @ W.T, 512 x 2048 x 1024 (2.1 GFLOP), A kept widened, B fresh per run.
+//   rounded:  G @ W with K complete, 512 x 1024 x 4096 (4.3 GFLOP), fresh operands per run:
 //             as the gradient products, a deep K (the vocabulary or the rows) into a
 //             block of the [BT, H] or [V, H] output.
+// Each engine runs on one thread, its median over 5 rounds that alternate the engines, in
+// TFLOP/s of that thread's CPU time times the thread count (a busy machine ranks the
+// engines as a quiet one does).
 const std::vector<EngineTiming>& gemm_engine_timings(GemmKind kind);
+bool gemm_engine_from_cache(GemmKind kind);
+
+// A fresh measurement of every engine on the kind's product (as above), for the benchmark
+// that shows the choice from a quiet and from a loaded start.
+std::vector<EngineTiming> measure_gemm_engines(GemmKind kind);
 
 }  // namespace cpu
 }  // namespace ascend_ops

@@ -1,0 +1,84 @@
+#include "peak_loops.h"
+
+#include "../isa_builds.h"
+#include "avx2_kernels.h"
+#include "avx512_kernels.h"
+
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <chrono>
+
+namespace ascend_ops {
+namespace cpu {
+namespace {
+
+// flops per loop iteration: 12 chains x (16 lanes x 2 bf16 products x 2), (16 x 2), (8 x 2);
+// AMX: 4 tiles x 16 x 16 fp32 sums of 32 bf16 products x 2.
+constexpr double kVdpbf16psFlops = 12 * 64.0;
+constexpr double kFmaZmmFlops = 12 * 32.0;
+constexpr double kFmaYmmFlops = 12 * 16.0;
+constexpr double kTdpbf16psFlops = 4 * 16 * 16 * 32 * 2.0;
+
+using LoopFunction = float (*)(int64_t);
+
+LoopFunction loop_of(const std::string& instruction) {
+#if ASCEND_OPS_X86_KERNELS
+  for (const PeakLoop& loop : available_peak_loops()) {
+    if (loop.instruction == instruction) {
+      if (instruction == "vdpbf16ps_zmm") return vdpbf16ps_zmm_loop;
+      if (instruction == "vfmadd231ps_zmm") return vfmadd231ps_zmm_loop;
+      if (instruction == "vfmadd231ps_ymm") return vfmadd231ps_ymm_loop;
+      if (instruction == "tdpbf16ps") return tdpbf16ps_loop;
+    }
+  }
+#endif
+  std::string names;
+  for (const PeakLoop& loop : available_peak_loops()) {
+    names += (names.empty() ? "" : ", ") + loop.instruction;
+  }
+  TORCH_CHECK_VALUE(false, "peak loop: 'instruction' must be one this CPU runs (", names, "), got '",
+                    instruction, "'");
+}
+
+}  // namespace
+
+std::vector<PeakLoop> available_peak_loops() {
+  std::vector<PeakLoop> loops;
+#if ASCEND_OPS_X86_KERNELS  // the loops' files are x86 builds (peak_loops.h)
+  if (avx512_kernels_supported()) {
+    loops.push_back({"vdpbf16ps_zmm", kVdpbf16psFlops});
+  }
+  if (amx_tiles_granted()) {
+    loops.push_back({"tdpbf16ps", kTdpbf16psFlops});
+  }
+  if (avx512_core_supported()) {
+    loops.push_back({"vfmadd231ps_zmm", kFmaZmmFlops});
+  }
+  if (avx2_kernels_supported()) {
+    loops.push_back({"vfmadd231ps_ymm", kFmaYmmFlops});
+  }
+#endif
+  return loops;
+}
+
+double time_peak_loop(const std::string& instruction, int64_t iterations) {
+  const LoopFunction loop = loop_of(instruction);
+  TORCH_CHECK_VALUE(iterations >= 0, "peak loop: 'iterations' must be >= 0, got ", iterations);
+  // One loop per thread, all at once: at::parallel_for hands each of its threads one index
+  // of a range as long as the thread count.
+  const int threads = std::max(1, at::get_num_threads());
+  std::vector<float> sink(static_cast<size_t>(threads));
+  const auto start = std::chrono::steady_clock::now();
+  at::parallel_for(0, threads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) sink[static_cast<size_t>(t)] = loop(iterations);
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  volatile float keep = sink[0];
+  (void)keep;
+  return seconds;
+}
+
+}  // namespace cpu
+}  // namespace ascend_ops
