@@ -85,9 +85,11 @@ def test_rounded_is_the_fp32_product_rounded_once(shape, engine):
 @pytest.mark.parametrize("transpose_a", [False, True])
 def test_portable_rounded_sums_k_blocks_and_row_blocks(transpose_a):
     """Portable gemm_rounded bounds its scratch: a B whose fp32 copy passes 16 MiB is taken
-    in K blocks (here 3813 + 287 deep) and the rows of A in blocks (1707 + 93); the block
-    sums are fp32, rounded once, so the result stays within one rounding of the exact product."""
-    shape = (1800, 1100, 4100)
+    in K blocks (here 16 MiB / (64 * 4 B) = 65536 + 4464 deep) and the rows of A in blocks
+    (32 MiB / ((64 + 65536) * 4 B) = 127 + 73); the block sums are fp32, rounded once, so the
+    result stays within one rounding of the exact product. A narrow B reaches both blocks
+    with 0.9 G multiply-adds (was 8.1 at (1800, 1100, 4100): 400 s in CI's emulated aarch64 run)."""
+    shape = (200, 64, 70_000)
     a, b, a_in, b_in = operands(shape, torch.bfloat16, transpose_a, True)
     ours = _C.cpu_gemm(a_in, b_in, "portable", rounded=True)
     exact = a.double() @ b.double()

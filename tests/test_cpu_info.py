@@ -8,7 +8,7 @@ import platform
 
 import pytest
 
-from ascend_ops.cpu_info import cpu_info, parse_cpuinfo
+from ascend_ops.cpu_info import GemmEngineReport, cpu_info, parse_cpuinfo
 
 RECORDED = pathlib.Path(__file__).parent / "cpuinfo"
 
@@ -64,3 +64,13 @@ def test_this_machine_is_named_by_its_architecture():
     assert info.model and info.arch == {"AMD64": "x86_64", "arm64": "aarch64"}.get(platform.machine(),
                                                                                   platform.machine())
     assert info.model not in ("unknown CPU", "unknown aarch64 CPU")
+
+
+def test_engine_speeds_keep_three_significant_digits():
+    """An emulated aarch64 CPU (CI's) measures ~0.0002 TFLOP/s, which 3 decimals showed as 0.000."""
+    report = GemmEngineReport({"fp32_out": "portable", "rounded": "onednn"},
+                              {"fp32_out": False, "rounded": False},
+                              {"fp32_out": {"portable": 0.000213}, "rounded": {"onednn": 0.148, "portable": 1.2345}})
+    assert report.describe() == (
+        "fp32_out: portable (fastest measured); measured TFLOP/s: portable 0.000213\n"
+        "  rounded: onednn (fastest measured); measured TFLOP/s: onednn 0.148, portable 1.23")

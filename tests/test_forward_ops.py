@@ -86,10 +86,11 @@ def test_loss_matches_float64_reference(impl, case):
 
 
 def test_many_row_chunks_and_vocabulary_blocks(gemm_engine):
-    # H = 512: a widened weight block is 16 MiB / 2 KiB = 8192 ids, so V = 20000 takes three
-    # blocks, and a row chunk is 32 MiB / ((512 + 8192) * 4 B) = 963 rows, so 1000 rows
-    # take two chunks: the online rescaling across blocks and the chunk seams are exercised.
-    case = OnlineCase(1000, 512, 20_000, torch.bfloat16, vocab_start=20_000, seed=4)
+    # H = 64: a widened weight block is 16 MiB / 256 B = 65536 ids, so V = 140000 takes three
+    # blocks, and a row chunk is 32 MiB / ((64 + 65536) * 4 B) = 127 rows, so 200 rows take
+    # two chunks: the online rescaling across blocks and the chunk seams are exercised, with
+    # 1.8 G multiply-adds (was 10 at (1000, 512, 20000): 250 s in CI's emulated aarch64 run).
+    case = OnlineCase(200, 64, 140_000, torch.bfloat16, vocab_start=140_000, seed=4)
     inputs = testing.online_inputs(case)
     ours = ascend_ops.fused_linear_online_max_sum(**inputs, impl="cpu")
     assert_matches(ours[:5], testing.online_oracle(inputs)[:5], what=case.name)
