@@ -22,7 +22,7 @@ from .npu.compat import (
     npu_fused_linear_cross_entropy_loss_with_max_sum_backward,
     npu_fused_linear_online_max_sum,
 )
-from .training.vocab_parallel import linear_cross_entropy
+from .training.vocab_parallel import LinearCrossEntropyOutput, linear_cross_entropy
 from .training import distributed, nn  # noqa: E402  (need the ops above)
 
 # The training room's public modules keep their public paths (`from ascend_ops.nn import
@@ -33,6 +33,7 @@ sys.modules[f"{__name__}.distributed"] = distributed
 __all__ = [
     "IMPLS",
     "ImplStatus",
+    "LinearCrossEntropyOutput",
     "available_impls",
     "batch_norm_reduce_backward",
     "distributed",
