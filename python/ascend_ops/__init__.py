@@ -24,11 +24,13 @@ from .npu.compat import (
 )
 from .training.vocab_parallel import LinearCrossEntropyOutput, linear_cross_entropy
 from .training import distributed, nn  # noqa: E402  (need the ops above)
+from .training import torch_linear_cross_entropy  # noqa: E402
 
 # The training room's public modules keep their public paths (`from ascend_ops.nn import
 # SyncBatchNorm`): the same module objects under both names, never a second copy.
 sys.modules[f"{__name__}.nn"] = nn
 sys.modules[f"{__name__}.distributed"] = distributed
+sys.modules[f"{__name__}.torch_linear_cross_entropy"] = torch_linear_cross_entropy
 
 __all__ = [
     "IMPLS",
@@ -47,6 +49,7 @@ __all__ = [
     "npu_fused_linear_online_max_sum",
     "pack_target_mask",
     "reference",
+    "torch_linear_cross_entropy",
     "unpack_target_mask",
 ]
 __version__ = "0.1.0"

@@ -62,9 +62,12 @@ SCHEMAS = {
 
 _state = {"registered": set(), "disabled": {}, "autograd": None}
 _logged: set[str] = set()
+#: Calls served by our kernels and handed to torch's body since import (tests, benchmarks).
+calls = {"ours": 0, "torch": 0}
 
 
 def _log_once(reason: str) -> None:
+    calls["torch"] += 1
     if reason not in _logged:
         _logged.add(reason)
         _log.info("torch's linear_cross_entropy runs its own body: %s", reason)
@@ -257,6 +260,7 @@ def _chunked_kernel(input, linear_weight, target, linear_bias, weight, reduction
     if why is not None:
         _log_once(why)
         return _torch_body(CHUNKED)(*args)
+    calls["ours"] += 1
     wants = (compute_input_grad, compute_linear_weight_grad,
              compute_linear_bias_grad and linear_bias is not None)
     loss, gi, gw, gb = _ours(input, linear_weight, target, linear_bias, weight, reduction,
@@ -276,6 +280,7 @@ def _no_reduction_kernel(input, linear_weight, target, linear_bias, weight, igno
         _log_once(why)
         return _torch_body(NO_REDUCTION)(input, linear_weight, target, linear_bias, weight,
                                          ignore_index, batch_chunk_size, acc_policy, acc_dtype)
+    calls["ours"] += 1
     loss, *_ = _ours(input, linear_weight, target, linear_bias, weight, "none", ignore_index,
                      (False, False, False))
     return loss.to(input.dtype)
@@ -296,6 +301,7 @@ def _no_reduction_backward(ctx, grad_output):
     result = [None] * 9
     if not any(wants):
         return tuple(result)
+    calls["ours"] += 1
     _, gi, gw, gb = _ours(input, linear_weight, target, linear_bias, weight, "none",
                           ctx._ignore_index, wants, upstream=grad_output.float())
     result[0], result[1], result[3] = gi, gw, gb
