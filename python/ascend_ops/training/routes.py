@@ -86,6 +86,9 @@ def choose(device: torch.device, dtype: torch.dtype, options: LossOptions, has_b
     return Route(NPU_COMPOSITION_CUSTOM, "composition", "npu_custom", tuple(needs))
 
 
+# The option paths call _C's kernels (CPU) or read option values in Python: under
+# torch.compile they run eagerly, a graph break (the plain path's custom ops are traced).
+@torch.compiler.disable
 def run(route: Route, x, weight, bias, rows, ce_weight, options, ignore_index, reduction,
         group, start, mode, needs_grad, shape):
     """(loss, z_loss, lse, token_accuracy) of a call on `route` (not fused-plain, which
