@@ -233,3 +233,34 @@ def test_float32_on_another_device_is_refused():
     x, w, t, _, _ = problem(dtype=torch.float32)
     with pytest.raises(TypeError, match="'input' must be torch.float16 or torch.bfloat16 on meta"):
         ascend_ops.linear_cross_entropy(x.to("meta"), w.to("meta"), t.to("meta"))
+
+
+def test_the_module_takes_the_options():
+    names = tuple(STRONG)
+    x, w, t, b, cw = make(names, torch.bfloat16)
+    module = ascend_ops.nn.LinearCrossEntropyLoss(ce_weight=cw, **options_of(names))
+    assert "softcap=2.5" in repr(module)
+    xr = x.clone().requires_grad_()
+    loss = module(xr, w, t, linear_bias=b)
+    loss.backward()
+    want, want_grads = oracle(x, w, t, linear_bias=b, ce_weight=cw, **options_of(names))
+    assert loss_close(loss, want["loss"])
+    testing.assert_half_grad_close(xr.grad, want_grads["input"], "input grad")
+    with pytest.raises(ValueError, match="'softcap' must be a finite number > 0"):
+        ascend_ops.nn.LinearCrossEntropyLoss(softcap=0.0)  # at construction
+
+
+def test_under_torch_compile_an_option_set_runs_eagerly():
+    torch._dynamo.reset()
+    names = ("softcap", "label_smoothing")
+    x, w, t, _, _ = make(names, torch.bfloat16)
+
+    def step(x, w, t):
+        return ascend_ops.linear_cross_entropy(x, w, t, **options_of(names)) * 2
+
+    xr = x.clone().requires_grad_()
+    loss = torch.compile(step)(xr, w, t)
+    loss.backward()
+    want, want_grads = oracle(x, w, t, grad=torch.tensor(2.0), **options_of(names))
+    assert loss_close(loss / 2, want["loss"])
+    testing.assert_half_grad_close(xr.grad, want_grads["input"], "input grad")
