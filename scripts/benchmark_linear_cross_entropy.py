@@ -69,9 +69,16 @@ OPTION_SETS = {"softcap-zloss": dict(softcap=30.0, lse_square_scale=1e-4),
 
 def default_providers() -> list[str]:
     """Ours and the baselines torch runs fastest here: bf16, or fp32 where torch's bf16
-    matmul has no oneDNN kernels (scripts/torch_matmul_probe.py)."""
-    suffix = "-fp32" if probe_matmul().bf16_is_slow else ""
-    return ["ascend_ops", "ascend_ops-high-performance", "eager" + suffix, "compile" + suffix]
+    matmul has no oneDNN kernels (scripts/torch_matmul_probe.py); where it has them, also
+    torch's own F.linear_cross_entropy (with and without our kernels) and the option sets
+    (their eager baselines multiply in bf16, hours on a scalar fallback)."""
+    slow = probe_matmul().bf16_is_slow
+    suffix = "-fp32" if slow else ""
+    providers = ["ascend_ops", "ascend_ops-high-performance", "eager" + suffix, "compile" + suffix]
+    if not slow:
+        providers += list(TORCH_API) + [f"{side}-{name}" for name in OPTION_SETS
+                                        for side in ("ascend_ops", "eager")]
+    return providers
 
 
 def class_weights(v: int) -> torch.Tensor:
