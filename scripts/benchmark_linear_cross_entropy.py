@@ -2,10 +2,14 @@
 """Benchmark: linear cross entropy forward + backward on one rank, time and peak memory.
 
 Compares `ascend_ops.linear_cross_entropy` (both modes) with eager
-`F.cross_entropy(F.linear(x, w), t)`, with `torch.compile` of that, and with torch 2.13's own
+`F.cross_entropy(F.linear(x, w), t)` and with `torch.compile` of that, and with torch 2.13's own
 `F.linear_cross_entropy` (`torch-lce`: its reference path, options=None; `torch-lce-chunked`:
-options=torch.nn.LinearCrossEntropyOptions()), at (BT, H, V) = (4096, 4096, 16000) in bfloat16
-unless told otherwise, one target in 7 ignored (-100). Where torch's bf16 matmul has no
+its chunked path, options=LinearCrossEntropyOptions(); `torch-lce-chunked-ascend_ops`: that
+path on our kernels, ascend_ops.torch_linear_cross_entropy.enable()), at (BT, H, V) =
+(4096, 4096, 16000) in bfloat16 unless told otherwise, one target in 7 ignored (-100); and,
+per option set (`softcap-zloss`: softcap 30 and lse_square_scale 1e-4; `smoothing-weights`:
+label_smoothing 0.1 and class weights), ours (`ascend_ops-<set>`) against the plain formula
+with the same options (`eager-<set>`). Where torch's bf16 matmul has no
 oneDNN kernels (CPUs without AVX512, where it runs a scalar fallback:
 scripts/torch_matmul_probe.py), the default baselines are `eager-fp32` and `compile-fp32`
 instead, the same loss on fp32 copies of x and w (`F.linear(x.float(), w.float())`), which
@@ -56,31 +60,96 @@ from torch_matmul_probe import probe_matmul  # noqa: E402
 from worker_processes import report, reset_peak_rss, run_worker, status_kb, text_table  # noqa: E402
 
 PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile", "eager-fp32",
-             "compile-fp32", "torch-lce", "torch-lce-chunked", "gemms")
+             "compile-fp32", "torch-lce", "torch-lce-chunked", "torch-lce-chunked-ascend_ops",
+             "ascend_ops-softcap-zloss", "eager-softcap-zloss", "ascend_ops-smoothing-weights",
+             "eager-smoothing-weights", "gemms")
+
+#: torch's own F.linear_cross_entropy: options=None (linear + cross_entropy, full logits),
+#: options=LinearCrossEntropyOptions() on torch's chunked body, and the same with our
+#: kernels registered for its chunked ops (ascend_ops.torch_linear_cross_entropy).
+TORCH_API = ("torch-lce", "torch-lce-chunked", "torch-lce-chunked-ascend_ops")
+#: One row per option set, ours against the plain formula with the same options (eager):
+#: soft-cap 30 + z-loss 1e-4 (Gemma 2 / PaLM), label smoothing 0.1 + class weights.
+OPTION_SETS = {"softcap-zloss": dict(softcap=30.0, lse_square_scale=1e-4),
+               "smoothing-weights": dict(label_smoothing=0.1, ce_weight=True)}
+#: The torch providers the step is compared with (the summary line's "fastest torch provider").
 TORCH_PROVIDERS = ("eager", "compile", "eager-fp32", "compile-fp32", "torch-lce", "torch-lce-chunked")
 IGNORED = -100
 
 
 def default_providers() -> list[str]:
     """Ours and the baselines torch runs fastest here: bf16, or fp32 where torch's bf16
-    matmul has no oneDNN kernels (scripts/torch_matmul_probe.py)."""
-    suffix = "-fp32" if probe_matmul().bf16_is_slow else ""
-    return ["ascend_ops", "ascend_ops-high-performance", "eager" + suffix, "compile" + suffix,
-            "torch-lce", "torch-lce-chunked", "gemms"]
+    matmul has no oneDNN kernels (scripts/torch_matmul_probe.py); where it has them, also
+    torch's own F.linear_cross_entropy (with and without our kernels) and the option sets
+    (their eager baselines multiply in bf16, hours on a scalar fallback)."""
+    slow = probe_matmul().bf16_is_slow
+    suffix = "-fp32" if slow else ""
+    providers = ["ascend_ops", "ascend_ops-high-performance", "eager" + suffix, "compile" + suffix]
+    if not slow:
+        providers += list(TORCH_API) + [f"{side}-{name}" for name in OPTION_SETS
+                                        for side in ("ascend_ops", "eager")]
+    return providers + ["gemms"]
+
+
+def class_weights(v: int) -> torch.Tensor:
+    return 0.5 + torch.rand(v, generator=torch.Generator().manual_seed(1))
+
+
+def option_set(provider: str) -> tuple[str, dict] | None:
+    for name, options in OPTION_SETS.items():
+        if provider.endswith(name):
+            return name, options
+    return None
+
+
+def plain_formula(softcap=None, lse_square_scale=0.0, label_smoothing=0.0, ce_weight=False):
+    """The loss with the options in plain torch (eager), what linear_cross_entropy computes."""
+    def loss(x, w, t):
+        logits = F.linear(x, w).float()
+        if softcap is not None:
+            logits = softcap * torch.tanh(logits / softcap)
+        cw = class_weights(w.size(0)) if ce_weight else None
+        out = F.cross_entropy(logits, t, weight=cw, label_smoothing=label_smoothing)
+        if lse_square_scale:
+            kept = t != IGNORED  # z-loss per kept row, as the loss (SPEC §7)
+            out = out + lse_square_scale * (torch.logsumexp(logits[kept], dim=1) ** 2).mean()
+        return out
+    return loss
 
 
 def loss_function(provider: str):
+    chosen = option_set(provider)
+    if chosen is not None and provider.startswith("eager"):
+        return plain_formula(**chosen[1])
     if provider.startswith("ascend_ops"):
         import ascend_ops
 
+        if chosen is not None:
+            options = dict(chosen[1])
+            cw = None
+            if options.pop("ce_weight", False):
+                cw = "make"
+
+            def ours(x, w, t, _options=options, _cw=cw):
+                weights = class_weights(w.size(0)) if _cw else None
+                return ascend_ops.linear_cross_entropy(x, w, t, ce_weight=weights, **_options)
+            return ours
         mode = "high-performance" if provider.endswith("high-performance") else "memory-saving"
         return lambda x, w, t: ascend_ops.linear_cross_entropy(x, w, t, mode=mode)
+    if provider in TORCH_API:
+        from ascend_ops import torch_linear_cross_entropy as bridge
 
-    if provider == "torch-lce":
-        return lambda x, w, t: F.linear_cross_entropy(x, w, t, ignore_index=IGNORED)
-    if provider == "torch-lce-chunked":
-        options = torch.nn.LinearCrossEntropyOptions()
-        return lambda x, w, t: F.linear_cross_entropy(x, w, t, ignore_index=IGNORED, options=options)
+        options = None if provider == "torch-lce" else torch.nn.LinearCrossEntropyOptions()
+        ours = provider == "torch-lce-chunked-ascend_ops"
+
+        def torch_api(x, w, t):
+            # per call: the interleaved timing runs torch's body and ours in one process
+            if ours:
+                assert bridge.enable()
+            else:
+                bridge.disable()
+            return F.linear_cross_entropy(x, w, t, ignore_index=IGNORED, options=options)
+        return torch_api
 
     def eager(x, w, t):
         return F.cross_entropy(F.linear(x, w), t)

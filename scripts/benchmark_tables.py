@@ -196,9 +196,18 @@ LCE_PROVIDERS = {"ascend_ops": "ascend_ops (memory-saving)",
                  "eager": "eager `F.cross_entropy(F.linear(...))`", "compile": "`torch.compile` of eager",
                  "eager-fp32": "eager on fp32 copies `F.linear(x.float(), w.float())`",
                  "compile-fp32": "`torch.compile` of eager on fp32 copies",
-                 "torch-lce": "torch `F.linear_cross_entropy` (reference path)",
-                 "torch-lce-chunked": "torch `F.linear_cross_entropy`, `options=LinearCrossEntropyOptions()`",
+                 "torch-lce": "torch's `F.linear_cross_entropy`, options=None",
+                 "torch-lce-chunked": "torch's `F.linear_cross_entropy`, chunked (its own body)",
+                 "torch-lce-chunked-ascend_ops": "torch's `F.linear_cross_entropy`, chunked, on our kernels",
+                 "ascend_ops-softcap-zloss": "ascend_ops, softcap 30 + z-loss 1e-4",
+                 "eager-softcap-zloss": "eager plain formula, softcap 30 + z-loss 1e-4",
+                 "ascend_ops-smoothing-weights": "ascend_ops, label smoothing 0.1 + class weights",
+                 "eager-smoothing-weights": "eager plain formula, label smoothing 0.1 + class weights",
                  "gemms": "ascend_ops' three GEMMs alone (its engines)"}
+#: Rows compared with another of the same run: (time, peak memory) as ratios to it.
+LCE_AGAINST = {"torch-lce-chunked-ascend_ops": "torch-lce-chunked",
+               "ascend_ops-softcap-zloss": "eager-softcap-zloss",
+               "ascend_ops-smoothing-weights": "eager-smoothing-weights"}
 
 
 def lce_table(rows: list[dict]) -> str:
@@ -212,11 +221,17 @@ def lce_table(rows: list[dict]) -> str:
         for provider, label in LCE_PROVIDERS.items():
             if provider in by:
                 row = by[provider]
+                other = by.get(LCE_AGAINST.get(provider, ""))
+                against = ""
+                if other is not None:
+                    against = (f"{float(row['median_s']) / float(other['median_s']):.2f}× time, "
+                               f"{float(row['peak_extra_mib']) / max(float(other['peak_extra_mib']), 1e-9):.2f}× "
+                               f"memory of {LCE_PROVIDERS[LCE_AGAINST[provider]]}")
                 body.append([cpu, engine, f"{size.replace('x', ', ')}, {row['rounds']} reps", label,
                              seconds(row["median_s"]), f"{float(row['median_s']) / base:.2f}",
-                             mib(row["peak_extra_mib"]), measured(row)])
+                             mib(row["peak_extra_mib"]), against, measured(row)])
     return markdown(["CPU", "engine", "(BT, H, V)", "provider", "p50", "p50 / ascend_ops",
-                     "peak extra", "measured"], body)
+                     "peak extra", "against", "measured"], body)
 
 
 GEMM_PEAK_CSV = ROOT / "scripts" / "results" / "gemm_peak.csv"

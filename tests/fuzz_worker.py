@@ -298,7 +298,8 @@ def _lce(case, m):
     if isinstance(w, torch.Tensor) and w.is_floating_point():
         w.requires_grad_(a["requires_grad"])
     options = dict(ignore_index=-100, reduction=a["reduction"], mode=a["mode"],
-                   vocab_start_index=a["start"])
+                   vocab_start_index=a["start"], label_smoothing=a.get("label_smoothing", 0.0),
+                   softcap=a.get("softcap"))
     del bt, h
 
     def ours(x, w, t):
@@ -308,9 +309,12 @@ def _lce(case, m):
     def ref(x, w, t):
         start = options["vocab_start_index"] or 0
         logits = x.detach().double() @ w.detach().double().T
+        if options["softcap"] is not None:
+            logits = options["softcap"] * torch.tanh(logits / options["softcap"])
         local = torch.where(t == -100, -100, t.long() - start)
         return F.cross_entropy(logits.reshape(-1, logits.size(-1)), local.reshape(-1), ignore_index=-100,
-                               reduction=options["reduction"]).reshape(
+                               reduction=options["reduction"],
+                               label_smoothing=options["label_smoothing"]).reshape(
             t.shape if options["reduction"] == "none" else ()).float()
     return [x, w, target], (ours, ref)
 

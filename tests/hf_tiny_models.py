@@ -12,6 +12,7 @@ import transformers  # noqa: E402
 
 V = 257  # odd, so no block of the kernels' vocabulary loop is whole by accident
 H = 32
+SOFTCAP = 0.25
 
 
 def decoder_config(cls, **extra):
@@ -30,6 +31,12 @@ CONFIGS = {
     "gemma": lambda: decoder_config(transformers.GemmaConfig, head_dim=8),  # tied
     "gemma2-no-softcap": lambda: decoder_config(transformers.Gemma2Config, head_dim=8,
                                                  final_logit_softcapping=None),
+    # soft-capped logits: a cap near these tiny models' largest logits (~0.4), so that it
+    # bends them (without it the loss moves by ~0.05, far above the tolerances)
+    "gemma2": lambda: decoder_config(transformers.Gemma2Config, head_dim=8,
+                                     final_logit_softcapping=SOFTCAP),
+    "gemma3": lambda: decoder_config(transformers.Gemma3TextConfig, head_dim=8,
+                                     final_logit_softcapping=SOFTCAP),
     "granite": lambda: decoder_config(transformers.GraniteConfig, logits_scaling=4.0,
                                        tie_word_embeddings=False),
     "cohere": lambda: decoder_config(transformers.CohereConfig, logit_scale=0.5,
@@ -53,6 +60,18 @@ CONFIGS = {
                                         num_experts_per_tok=2, moe_intermediate_size=32,
                                         output_router_logits=True, router_aux_loss_coef=0.1,
                                         tie_word_embeddings=False),
+    # heads with a bias; no dropout, so both runs see the same network
+    "phi": lambda: decoder_config(transformers.PhiConfig, resid_pdrop=0.0, embd_pdrop=0.0,
+                                  attention_dropout=0.0, tie_word_embeddings=False),
+    "gptj": lambda: transformers.GPTJConfig(vocab_size=V, n_embd=H, n_layer=2, n_head=4,
+                                            rotary_dim=4, n_positions=64, resid_pdrop=0.0,
+                                            embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0,
+                                            eos_token_id=0, tie_word_embeddings=False),
+    "codegen": lambda: transformers.CodeGenConfig(vocab_size=V, n_embd=H, n_layer=2, n_head=4,
+                                                  rotary_dim=4, n_positions=64, n_ctx=64,
+                                                  resid_pdrop=0.0, embd_pdrop=0.0,
+                                                  attn_pdrop=0.0, bos_token_id=0,
+                                                  eos_token_id=0, tie_word_embeddings=False),
     # tied; no dropout, so both runs see the same network
     "gpt2": lambda: transformers.GPT2Config(vocab_size=V, n_embd=H, n_layer=2, n_head=4,
                                             n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0,
@@ -63,6 +82,10 @@ CONFIGS = {
 def tiny_model(family: str, dtype: torch.dtype = torch.float32, seed: int = 0):
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(CONFIGS[family]())
+    head = model.get_output_embeddings()
+    if head.bias is not None:  # Transformers initialises it to 0: give it values to matter
+        with torch.no_grad():
+            head.bias.normal_(0.0, 0.5)
     return model.to(dtype)
 
 

@@ -290,21 +290,25 @@ def aten_elementwise_args(draw):
 
 @st.composite
 def lce_args(draw):
-    bad = Bad(draw, ["input", "weight", "target", "reduction", "mode", "start", "target_value"])
+    bad = Bad(draw, ["input", "weight", "target", "reduction", "mode", "start", "target_value",
+                     "label_smoothing", "softcap"])
     lead, h, v = draw(st.sampled_from([[1], [3], [7], [2, 5], [0]])), draw(SMALL), draw(st.sampled_from([1, 3, 17, 40]))
-    dtype = draw(st.sampled_from(HALF))
+    dtype = draw(st.sampled_from(FLOATS))  # float32 on CPU runs on the options' kernels (SPEC §7)
     return {"bt": lead, "h": h, "v": v,
-            "input": bad.tensor("input", [*lead, h], [dtype], bad_shapes=[[]], bad_dtypes=["f32", "f64"],
+            "input": bad.tensor("input", [*lead, h], [dtype], bad_shapes=[[]], bad_dtypes=["f64", "i32"],
                                 special=st.just("none")),
             "weight": bad.tensor("weight", [v, h], [dtype], bad_shapes=[[v], [2, v, h], [v, h + 1]],
-                                 bad_dtypes=["f32", "c64", [f for f in HALF if f != dtype][0]], special=st.just("none")),
+                                 bad_dtypes=["c64"] + [f for f in FLOATS if f != dtype], special=st.just("none")),
             "target": bad.tensor("target", lead, ["i64", "i32"], bad_shapes=[[*lead, 1]],
                                  bad_dtypes=["f32", "bool", "u8", "i16"], special=st.just("none")),
             "requires_grad": draw(st.booleans()),
             "reduction": bad.value("reduction", ["mean", "sum", "none"], ["avg"]),
             "mode": bad.value("mode", ["memory-saving", "high-performance"], ["fast"]),
             "start": bad.value("start", [None, 0], [-1, 2**40]),
-            "bad_target": bad.value("target_value", [False], [True])}
+            "bad_target": bad.value("target_value", [False], [True]),
+            # two of the loss options (SPEC §7); the others' refusals: tests/test_lce_options.py
+            "label_smoothing": bad.value("label_smoothing", [0.0, 0.2], [-0.1, 1.5, "0.1"]),
+            "softcap": bad.value("softcap", [None, 3.0], [0.0, -2.0, float("inf")])}
 
 
 # ---- the properties, one per entry point ------------------------------------------------------

@@ -142,10 +142,20 @@ def test_target_outside_the_vocabulary():
         ascend_ops.linear_cross_entropy(input, weight, target)
 
 
-def test_float32_input_is_refused_by_the_operator():
-    input, weight, target = problem(dtype=torch.float32)
-    with pytest.raises(TypeError, match="'input' must be torch.float16 or torch.bfloat16"):
+def test_float64_input_is_refused():
+    input, weight, target = problem(dtype=torch.float64)
+    with pytest.raises(TypeError, match="'input' must be torch.float16 or torch.bfloat16 or "
+                                        "torch.float32, got torch.float64"):
         ascend_ops.linear_cross_entropy(input, weight, target)
+
+
+def test_float32_runs_on_the_options_kernels():
+    input, weight, target = problem(dtype=torch.float32)
+    loss, input_grad, weight_grad = run(input, weight, target)
+    expected = truth(input, weight, target, "mean")
+    torch.testing.assert_close(loss.double(), expected[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(input_grad.double(), expected[1], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(weight_grad.double(), expected[2], rtol=1e-4, atol=1e-5)
 
 
 def test_two_all_reduces_per_forward(monkeypatch):

@@ -16,6 +16,7 @@
 #include "cpu/gemm/gemm_operands.h"
 #include "cpu/gemm/peak_loops.h"
 #include "cpu/cross_entropy/lce_grad_cache.h"
+#include "cpu/cross_entropy/lce_options.h"
 #include "npu/builtin_limits_py.h"
 #include "validation.h"
 
@@ -260,6 +261,24 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("lce_cached_backward", &ascend_ops::cpu::lce_cached_backward, py::arg("grad_cache"),
         py::arg("row_scale"), py::arg("input"), py::arg("weight"), py::arg("want_input_grad"),
         py::arg("want_weight_grad"));
+  // linear_cross_entropy's loss options (cpu/cross_entropy/lce_options.h, SPEC §7); internal
+  // to python/ascend_ops/training/lce_options.py, which checks the arguments.
+  m.def("lce_options_chunk_statistics", &ascend_ops::cpu::lce_options_chunk_statistics,
+        py::arg("input_chunk"), py::arg("weight"), py::arg("columns"), py::arg("logits_buffer"),
+        py::arg("bias"), py::arg("scale"), py::arg("softcap"), py::arg("class_weight"),
+        py::arg("want_weighted_sum"), py::arg("want_argmax"));
+  m.def("lce_options_write_grad_rows", &ascend_ops::cpu::lce_options_write_grad_rows,
+        py::arg("logits_buffer"), py::arg("global_max"), py::arg("global_sum"), py::arg("columns"),
+        py::arg("alpha"), py::arg("beta"), py::arg("gamma"), py::arg("scale"), py::arg("softcap"),
+        py::arg("class_weight"), py::arg("grad_rows"));
+  m.def("lce_cached_bias_grad", &ascend_ops::cpu::lce_cached_bias_grad, py::arg("grad_cache"),
+        py::arg("row_scale"), py::arg("vocab"));
+  m.def("lce_options_backward", &ascend_ops::cpu::lce_options_backward, py::arg("input"),
+        py::arg("weight"), py::arg("columns"), py::arg("global_max"), py::arg("global_sum"),
+        py::arg("alpha"), py::arg("beta"), py::arg("gamma"), py::arg("bias"), py::arg("scale"),
+        py::arg("softcap"), py::arg("class_weight"), py::arg("want_input_grad"),
+        py::arg("want_weight_grad"), py::arg("want_bias_grad"),
+        py::arg("chunk_columns") = py::none());
   m.def("lce_input_grad_room_depth", &ascend_ops::cpu::input_grad_room_depth, py::arg("bt"),
         py::arg("h"), py::arg("vocab"),
         "K depth of the input gradient's blocks in the weight gradient's storage on portable "

@@ -22,17 +22,20 @@ from .npu.compat import (
     npu_fused_linear_cross_entropy_loss_with_max_sum_backward,
     npu_fused_linear_online_max_sum,
 )
-from .training.vocab_parallel import linear_cross_entropy
+from .training.vocab_parallel import LinearCrossEntropyOutput, linear_cross_entropy
 from .training import distributed, nn  # noqa: E402  (need the ops above)
+from .training import torch_linear_cross_entropy  # noqa: E402
 
 # The training room's public modules keep their public paths (`from ascend_ops.nn import
 # SyncBatchNorm`): the same module objects under both names, never a second copy.
 sys.modules[f"{__name__}.nn"] = nn
 sys.modules[f"{__name__}.distributed"] = distributed
+sys.modules[f"{__name__}.torch_linear_cross_entropy"] = torch_linear_cross_entropy
 
 __all__ = [
     "IMPLS",
     "ImplStatus",
+    "LinearCrossEntropyOutput",
     "available_impls",
     "batch_norm_reduce_backward",
     "distributed",
@@ -46,6 +49,7 @@ __all__ = [
     "npu_fused_linear_online_max_sum",
     "pack_target_mask",
     "reference",
+    "torch_linear_cross_entropy",
     "unpack_target_mask",
 ]
 __version__ = "0.1.0"

@@ -14,12 +14,15 @@ import torch.distributed as dist
 
 from .._arguments import require_int, require_tensor
 
-__all__ = ["check_linear_cross_entropy", "check_options", "LCE_DTYPES", "TARGET_DTYPES"]
+__all__ = ["check_linear_cross_entropy", "check_options", "LCE_DTYPES", "CPU_LCE_DTYPES",
+           "TARGET_DTYPES"]
 
 _OP = "linear_cross_entropy"
 
-#: input's and weight's dtypes (SPEC §6). One place: allowing float32 is adding it here.
+#: input's and weight's dtypes (SPEC §6): the operators' on every device, and float32 on
+#: CPU tensors (the loss options' kernels run it on ATen's fp32 GEMM, SPEC §7).
 LCE_DTYPES = (torch.float16, torch.bfloat16)
+CPU_LCE_DTYPES = LCE_DTYPES + (torch.float32,)
 TARGET_DTYPES = (torch.int32, torch.int64)
 
 
@@ -37,8 +40,10 @@ def check_linear_cross_entropy(input, weight, target, ignore_index, reduction, p
     check_options(ignore_index, reduction, process_group, vocab_start_index, mode,
                   modes=modes, reductions=reductions)
 
-    if input.dtype not in LCE_DTYPES:
-        raise TypeError(f"{_OP}: 'input' must be {_names(LCE_DTYPES)}, got {input.dtype}")
+    allowed = CPU_LCE_DTYPES if input.device.type == "cpu" else LCE_DTYPES
+    if input.dtype not in allowed:
+        where = "" if input.device.type == "cpu" else f" on {input.device.type} tensors"
+        raise TypeError(f"{_OP}: 'input' must be {_names(allowed)}{where}, got {input.dtype}")
     if input.dim() < 1:
         raise ValueError(f"{_OP}: 'input' must be [*, H] (at least 1-D), got a 0-D tensor")
     if weight.dtype != input.dtype:

@@ -21,9 +21,11 @@ import torch.distributed as dist
 from .. import ops
 from ..masks import unpack_target_mask
 from . import grad_cache as _grad_cache
+from . import routes as _routes
 from .checks import check_linear_cross_entropy
+from .lce_options import LinearCrossEntropyOutput, check_loss_options, check_option_tensors
 
-__all__ = ["linear_cross_entropy", "MEMORY_SAVING", "HIGH_PERFORMANCE"]
+__all__ = ["linear_cross_entropy", "LinearCrossEntropyOutput", "MEMORY_SAVING", "HIGH_PERFORMANCE"]
 
 MEMORY_SAVING = "memory-saving"
 HIGH_PERFORMANCE = "high-performance"
@@ -36,21 +38,47 @@ def linear_cross_entropy(
     weight: torch.Tensor,
     target: torch.Tensor,
     *,
+    linear_bias: torch.Tensor | None = None,
+    ce_weight: torch.Tensor | None = None,
     ignore_index: int = -100,
     reduction: str = "mean",
+    label_smoothing: float = 0.0,
+    logit_scale: float = 1.0,
+    softcap: float | None = None,
+    lse_square_scale: float = 0.0,
+    return_z_loss: bool = False,
+    return_lse: bool = False,
+    return_token_accuracy: bool = False,
     process_group: dist.ProcessGroup | None = None,
     vocab_start_index: int | None = None,
     mode: str = MEMORY_SAVING,
-) -> torch.Tensor:
-    """`F.cross_entropy(input @ W.T, target)` with W split by rows across `process_group`.
+) -> torch.Tensor | LinearCrossEntropyOutput:
+    """`F.cross_entropy(input @ W.T, target)` with W split by rows across `process_group`,
+    and the loss options of torch's F.linear_cross_entropy and Liger-Kernel's fused linear
+    cross entropy (SPEC §7; training/lce_options.py states the math).
 
     Args:
-        input: [*, H] float16 or bfloat16, the same on every rank.
+        input: [*, H] float16 or bfloat16 (float32 on CPU), the same on every rank.
         weight: [V, H] in input's dtype, this rank's vocabulary shard: global ids
             [vocab_start_index, vocab_start_index + V).
         target: [*] int32 or int64 global ids (input's leading shape); rows equal to
             `ignore_index` contribute nothing to the loss nor to any gradient.
+        linear_bias: [V] in input's dtype, the head's bias for this shard (torch's name),
+            differentiable.
+        ce_weight: [V] floating, this shard's class weights (torch's `weight` of
+            F.cross_entropy; Liger's name, as `weight` is the head here). "mean" divides
+            by the summed weight of the kept rows' targets.
         reduction: "mean" (over rows not ignored), "sum" or "none" (shape of target).
+        label_smoothing: in [0, 1], torch's semantics (with class weights and
+            ignore_index as F.cross_entropy), over the whole vocabulary of all shards.
+        logit_scale: > 0; the logits (bias included) are multiplied by it first.
+        softcap: > 0 or None; logits become softcap * tanh(logits / softcap).
+        lse_square_scale: >= 0; adds lse_square_scale * logsumexp(logits)**2 per kept
+            row (z-loss; "mean" divides it by the number of kept rows).
+        return_z_loss, return_lse, return_token_accuracy: also return the z-loss term
+            (reduced as the loss), the per-row logsumexp [*] (float32), the fraction of
+            kept rows whose target is the argmax over the whole vocabulary (per row for
+            "none"); none of them differentiable.
         process_group: the ranks holding the other shards; None for a single device.
         vocab_start_index: first global id of this shard; default `rank * V`.
         mode: "memory-saving" (the backward recomputes the logits; on CPU in bfloat16
@@ -60,20 +88,36 @@ def linear_cross_entropy(
             logits gradient, whatever its size).
 
     Returns:
-        The loss, float32. Its gradient w.r.t. `input` is this shard's part: summed over
-        the ranks of the group it is the full input gradient (wrap `input` with
-        `ascend_ops.distributed.all_reduce_grad` to get that sum); the gradient w.r.t.
-        `weight` is this shard's own.
+        The loss, float32; with a `return_*` flag a LinearCrossEntropyOutput(loss, z_loss,
+        lse, token_accuracy) with None for what was not asked. The loss's gradient w.r.t.
+        `input` is this shard's part: summed over the ranks of the group it is the full
+        input gradient (wrap `input` with `ascend_ops.distributed.all_reduce_grad` to get
+        that sum); the gradients w.r.t. `weight` and `linear_bias` are this shard's own.
     """
     check_linear_cross_entropy(input, weight, target, ignore_index, reduction, process_group,
                                vocab_start_index, mode, modes=_MODES, reductions=_REDUCTIONS)
+    options = check_loss_options(label_smoothing, logit_scale, softcap, lse_square_scale,
+                                 return_z_loss, return_lse, return_token_accuracy)
+    check_option_tensors(input, weight, linear_bias, ce_weight)
     if vocab_start_index is None:
         rank = 0 if process_group is None else dist.get_rank(process_group)
         vocab_start_index = rank * weight.size(0)
     # Inside the Function grad mode is off and needs_input_grad ignores torch.no_grad().
-    needs_grad = torch.is_grad_enabled() and (input.requires_grad or weight.requires_grad)
-    return _LinearCrossEntropy.apply(input, weight, target, ignore_index, reduction,
-                                     process_group, vocab_start_index, mode, needs_grad)
+    needs_grad = torch.is_grad_enabled() and (
+        input.requires_grad or weight.requires_grad
+        or (linear_bias is not None and linear_bias.requires_grad))
+    route = _routes.choose(input.device, input.dtype, options, linear_bias is not None,
+                           ce_weight is not None)
+    if route.fused_plain:
+        return _LinearCrossEntropy.apply(input, weight, target, ignore_index, reduction,
+                                         process_group, vocab_start_index, mode, needs_grad)
+    x = input if input.dim() == 2 else input.reshape(-1, input.size(-1))
+    loss, z_loss, lse, accuracy = _routes.run(
+        route, x, weight, linear_bias, target.reshape(-1), ce_weight, options, ignore_index,
+        reduction, process_group, vocab_start_index, mode, needs_grad, target.shape)
+    if options.returns_extra:
+        return LinearCrossEntropyOutput(loss, z_loss, lse, accuracy)
+    return loss
 
 
 def combine_row_statistics(logits_max, sum_exp_logits, predicted_logits, owned, group):

@@ -152,20 +152,18 @@ std::string lce_cache_engine(at::ScalarType dtype) {
          ",rounded=" + engine_name(gemm_engine(dtype, GemmKind::kRounded));
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
-    const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
-    at::Tensor& logits_buffer) {
-  const GemmEngine engine = checked_engine(input_chunk, GemmKind::kFp32Out);
+void lce_chunk_logits(const at::Tensor& input_chunk, const at::Tensor& weight, at::Tensor& logits) {
   const int64_t rows = input_chunk.size(0);
   const int64_t h = input_chunk.size(1);
   const int64_t vocab = weight.size(0);
-  TORCH_INTERNAL_ASSERT(weight.size(1) == h && columns.numel() == rows &&
-                        columns.scalar_type() == at::kLong &&
-                        logits_buffer.scalar_type() == at::kFloat &&
-                        logits_buffer.size(0) >= rows && logits_buffer.size(1) >= vocab &&
-                        logits_buffer.stride(1) == 1);
-  at::Tensor logits = logits_buffer.narrow(0, 0, rows).narrow(1, 0, vocab);
-
+  TORCH_INTERNAL_ASSERT(weight.size(1) == h && logits.scalar_type() == at::kFloat &&
+                        logits.size(0) == rows && logits.size(1) == vocab &&
+                        (vocab <= 1 || logits.stride(1) == 1));
+  if (input_chunk.scalar_type() == at::kFloat) {  // the options' float32 path: ATen's GEMM
+    at::mm_out(logits, input_chunk, weight.t());
+    return;
+  }
+  const GemmEngine engine = gemm_engine(input_chunk.scalar_type(), GemmKind::kFp32Out);
   // The own GEMM reads x in place; a row stride of a multiple of 2 KiB would make its
   // panels evict each other in L1 (bf16_matrix.h), so such a chunk is copied once.
   at::Tensor x = input_chunk;
@@ -184,6 +182,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     at::Tensor l = logits.narrow(1, v0, cols);
     gemm(x_op, GemmOperand(weight.narrow(0, v0, cols), &weight_room).t(), l, false, engine);
   }
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
+    const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
+    at::Tensor& logits_buffer) {
+  checked_engine(input_chunk, GemmKind::kFp32Out);
+  const int64_t rows = input_chunk.size(0);
+  const int64_t vocab = weight.size(0);
+  TORCH_INTERNAL_ASSERT(columns.numel() == rows && columns.scalar_type() == at::kLong &&
+                        logits_buffer.scalar_type() == at::kFloat &&
+                        logits_buffer.size(0) >= rows && logits_buffer.size(1) >= vocab &&
+                        logits_buffer.stride(1) == 1);
+  at::Tensor logits = logits_buffer.narrow(0, 0, rows).narrow(1, 0, vocab);
+  lce_chunk_logits(input_chunk, weight, logits);
 
   const at::TensorOptions f32 = input_chunk.options().dtype(at::kFloat);
   at::Tensor logits_max = at::empty({rows}, f32);

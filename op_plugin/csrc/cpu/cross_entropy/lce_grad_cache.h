@@ -30,6 +30,11 @@ namespace cpu {
 // "" when it does not run (float16).
 std::string lce_cache_engine(at::ScalarType dtype);
 
+// logits [rows, V] (fp32, contiguous rows) = input_chunk @ weight.T on the GEMM layer's
+// fp32-out engine for input's dtype (bfloat16, float16: portable), or ATen's fp32 GEMM for
+// float32 (the options' path, lce_options.h).
+void lce_chunk_logits(const at::Tensor& input_chunk, const at::Tensor& weight, at::Tensor& logits);
+
 // One row chunk of the forward: logits = input_chunk @ weight.T in fp32 into
 // logits_buffer[:rows, :V], then per row its maximum m and the sum of exp(logits - m).
 // `columns` [rows] int64 holds each row's target column in this shard, or -1. Returns

@@ -2,11 +2,12 @@
 
 `apply` installs two callables, once, as instance attributes: `model.forward` (a
 PatchedForward) and `lm_head.forward` (a CapturingHead). A forward with labels runs the
-model's own forward with labels=None while the head is in capture mode, where it returns
-the hidden states it is given instead of logits; the model's own code thus runs all it
-runs for a loss (decoder, caches, its logit scaling, MoE router outputs) and what it calls
-`logits` is the (scaled) hidden states [B, T, H]. The loss is then linear_cross_entropy of
-those and the head's weight (_hf_loss.py). Nothing is swapped per call (only a flag is
+model's own forward with labels=None while the head is in capture mode, where it keeps the
+hidden states [B, T, H] it is given and returns them instead of logits; the model's own
+code thus runs all it runs for a loss (decoder, caches, MoE router outputs), and what it
+then does to its `logits` (a scale, a soft-cap) touches only that [B, T, H] stand-in. The
+loss is linear_cross_entropy of the kept hidden states, the head's weight and bias, with
+the model's transform as its options (_hf_heads.py, _hf_loss.py). Nothing is swapped per call (only a flag is
 set), so torch.compile traces the whole forward; both callables pickle as "this model,
 patched", so torch.save and copy.deepcopy give a patched model.
 """
@@ -35,6 +36,7 @@ class Patch:
     vocab_start_index: int | None
     eval_logits: bool
     labels_position: int | None  # index of `labels` among the forward's positional args
+    rule: object = None  # the model's HeadRule (_hf_heads.py)
 
     def describe(self) -> str:
         return f"ascend_ops: loss from linear_cross_entropy ({self.mode}), no logits with labels"
@@ -46,9 +48,11 @@ class CapturingHead:
 
     def __init__(self, head: torch.nn.Module, previous=None):
         self.head, self.previous, self.capturing = head, previous, False
+        self.captured = None  # the hidden states of the capturing call
 
     def __call__(self, hidden, *args, **kwargs):
         if self.capturing:
+            self.captured = hidden
             return hidden
         if self.previous is not None:
             return self.previous(hidden, *args, **kwargs)
@@ -88,16 +92,22 @@ class PatchedForward:
         at = patch.labels_position
         if "labels" not in kwargs and at is not None and len(args) > at:
             labels = args[at]
+        label_smoothing = 0.0
         if labels is None:
+            trainer = None
             if model.training and torch.is_grad_enabled():
-                refuse_a_trainer_computing_its_own_loss()
-            return original(*args, **kwargs)
+                trainer = trainer_computing_its_own_loss()
+            if trainer is None:
+                return original(*args, **kwargs)
+            # Trainer's label_smoothing_factor: its labels, its smoothing, our loss
+            labels, label_smoothing = trainer_labels(trainer)
+            kwargs = {**kwargs, "ignore_index": trainer.label_smoother.ignore_index}
         if not model.training and patch.eval_logits:  # as unpatched: logits and its loss
             return original(*args, **kwargs)
         check_labels(labels, kwargs.get("shift_labels"))
         if "labels" in kwargs:
             kwargs = {**kwargs, "labels": None}
-        else:
+        elif at is not None and len(args) > at:
             args = (*args[:at], None, *args[at + 1:])
         return_dict = kwargs.pop("return_dict", None)
         if return_dict is None:
@@ -105,12 +115,15 @@ class PatchedForward:
         head = model.get_output_embeddings()
         capture = head.__dict__["forward"]
         capture.capturing = True
+        model_kwargs = {k: v for k, v in kwargs.items() if k != "ignore_index" or label_smoothing == 0.0}
         try:
-            outputs = original(*args, return_dict=True, **kwargs)
+            outputs = original(*args, return_dict=True, **model_kwargs)
+            hidden, capture.captured = capture.captured, None
         finally:
             capture.capturing = False
         loss = causal_lm_loss(
-            outputs.logits, head.weight, labels,
+            hidden, head.weight, labels, linear_bias=head.bias,
+            label_smoothing=label_smoothing, **patch.rule.options(model),
             shift_labels=kwargs.get("shift_labels"),
             ignore_index=kwargs.get("ignore_index", -100),
             num_items_in_batch=kwargs.get("num_items_in_batch"),
@@ -128,32 +141,61 @@ class PatchedForward:
         return tuple(v for k, v in fields.items() if v is not None or k == "logits")
 
 
-def refuse_a_trainer_computing_its_own_loss() -> None:
-    """Trainer takes the labels out of the batch when it computes the loss itself
-    (label_smoothing_factor, compute_loss_func): the model would then make the full logits
-    and the patch would do nothing. Refuse, naming the setting, rather than fall back."""
+def trainer_computing_its_own_loss():
+    """The Trainer whose compute_loss calls us after taking the labels out of the batch to
+    compute the loss itself, when that loss is its label smoother (label_smoothing_factor):
+    the patch computes it (trainer_labels) instead of letting the model build the logits.
+    A compute_loss_func needs the logits: refused, naming the setting, rather than a silent
+    fall-back to them. None when no Trainer computes the loss itself."""
     if torch.compiler.is_compiling():
-        return  # frames cannot be read in a traced graph; see docs/integrations.md
+        return None  # frames cannot be read in a traced graph; see docs/integrations.md
     frame = sys._getframe(2)
     for _ in range(16):  # Trainer, Module.__call__, Accelerate's wrappers, us
         if frame is None:
-            return
+            return None
         if frame.f_code.co_name == "compute_loss":
             trainer = frame.f_locals.get("self")
-            smoothing = getattr(getattr(trainer, "args", None), "label_smoothing_factor", 0)
-            if getattr(trainer, "label_smoother", None) is not None:
-                raise ValueError(
-                    f"{_NAME}: Trainer's label_smoothing_factor = {smoothing} takes the labels "
-                    f"out of the batch, so the model would build the full logits and the "
-                    f"patch would do nothing; set label_smoothing_factor = 0 or leave the "
-                    f"model unpatched (restore)")
             if getattr(trainer, "compute_loss_func", None) is not None:
                 raise ValueError(
                     f"{_NAME}: Trainer's compute_loss_func computes the loss from the logits, "
                     f"so the patch would do nothing; drop compute_loss_func or leave the model "
                     f"unpatched (restore)")
-            return
+            if getattr(trainer, "label_smoother", None) is not None and \
+                    frame.f_locals.get("labels") is not None:
+                trainer._ascend_ops_labels = frame.f_locals["labels"]
+                return trainer
+            return None
         frame = frame.f_back
+    return None
+
+
+def trainer_labels(trainer):
+    """(labels, label_smoothing) of the Trainer's compute_loss in progress; its label
+    smoother is handed our loss from then on (LossFromPatchedModel)."""
+    labels = trainer.__dict__.pop("_ascend_ops_labels")
+    smoother = trainer.label_smoother
+    if not isinstance(smoother, LossFromPatchedModel):
+        trainer.label_smoother = smoother = LossFromPatchedModel(smoother)
+    return labels, float(smoother.epsilon)
+
+
+class LossFromPatchedModel:
+    """Stands in for Trainer's LabelSmoother once the patch computes the smoothed loss: it
+    returns the loss of a patched model's output (which has no logits) and calls the
+    original smoother on any other output. Trainer's LabelSmoother computes the same loss
+    from the logits: (1 - eps) * nll + eps * mean_c(-log p_c), over the shifted labels,
+    divided by num_items_in_batch or the count of kept labels (torch's label_smoothing)."""
+
+    def __init__(self, smoother):
+        self.smoother = smoother
+        self.epsilon, self.ignore_index = smoother.epsilon, smoother.ignore_index
+
+    def __call__(self, model_output, labels, shift_labels=False, num_items_in_batch=None):
+        if isinstance(model_output, dict) and model_output.get("logits") is None \
+                and model_output.get("loss") is not None:
+            return model_output["loss"]
+        return self.smoother(model_output, labels, shift_labels=shift_labels,
+                             num_items_in_batch=num_items_in_batch)
 
 
 def labels_position(model: torch.nn.Module) -> int | None:

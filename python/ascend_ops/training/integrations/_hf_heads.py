@@ -1,14 +1,13 @@
 """Which Hugging Face causal LMs the loss patch supports, and what each does to its logits
-between `lm_head` and the loss, stated as a factor on the hidden states (the model's own
-code applies it to the hidden states the capturing head hands back, _hf_forward.py; the
-rule is there to refuse what cannot be expressed so).
+between `lm_head` and the loss, as linear_cross_entropy's options (SPEC §7).
 
 The patch keeps the model's own forward and only replaces what follows the head, so a model
-is supported when its forward computes `logits = lm_head(hidden)`, then at most a
-per-model transform, then `self.loss_function(logits, labels, vocab_size, **kwargs)`. A
-transform is expressible through linear_cross_entropy only if it is linear in the logits:
-`logits * s == (hidden * s) @ W.T`. Soft-capping (`cap * tanh(logits / cap)`) is not, so
-a model that has it is refused rather than given a different loss.
+is supported when its forward computes `logits = lm_head(hidden)` (a bias included), then
+at most a per-model transform, then `self.loss_function(logits, labels, vocab_size,
+**kwargs)`. The transforms in use are a scale (Granite divides by `logits_scaling`, Cohere
+multiplies by `logit_scale`) and Gemma 2/3's soft-capping `cap * tanh(logits / cap)`
+(`final_logit_softcapping`): each is an option of linear_cross_entropy (`logit_scale`,
+`softcap`), applied to the fp32 logits inside the kernels.
 """
 
 from __future__ import annotations
@@ -21,34 +20,27 @@ import torch
 
 @dataclass(frozen=True)
 class HeadRule:
-    """`logit_scale(model)` → the factor s in `loss(logits * s)`; raises for a transform
-    linear_cross_entropy cannot express."""
+    """`options(model)` → linear_cross_entropy's logit options for the model's transform
+    ({"logit_scale": s, "softcap": cap}, each left out when neutral)."""
 
-    logit_scale: Callable[[torch.nn.Module], float]
-
-
-def _plain(model: torch.nn.Module) -> float:
-    return 1.0
+    options: Callable[[torch.nn.Module], dict]
 
 
-def _refuse_softcapping(model: torch.nn.Module) -> float:
+def _plain(model: torch.nn.Module) -> dict:
+    return {}
+
+
+def _softcapping(model: torch.nn.Module) -> dict:
     cap = getattr(model.config, "final_logit_softcapping", None)
-    if cap is not None:
-        raise ValueError(
-            f"ascend_ops.integrations.transformers.apply: {type(model).__name__} soft-caps its "
-            f"logits (config.final_logit_softcapping = {cap}): cap * tanh(logits / cap) is not "
-            f"linear in the logits, so linear_cross_entropy cannot compute this model's loss. "
-            f"Set config.final_logit_softcapping = None (training without soft-capping) or "
-            f"leave the model unpatched")
-    return 1.0
+    return {} if cap is None else {"softcap": float(cap)}
 
 
-def _granite_scale(model: torch.nn.Module) -> float:
-    return 1.0 / float(model.config.logits_scaling)  # logits / logits_scaling
+def _granite_scale(model: torch.nn.Module) -> dict:
+    return {"logit_scale": 1.0 / float(model.config.logits_scaling)}  # logits / logits_scaling
 
 
-def _cohere_scale(model: torch.nn.Module) -> float:
-    return float(model.logit_scale)  # logits * logit_scale
+def _cohere_scale(model: torch.nn.Module) -> dict:
+    return {"logit_scale": float(model.logit_scale)}  # logits * logit_scale
 
 
 # Class name → rule. Each of these forwards is `lm_head`, the transform, then
@@ -59,14 +51,18 @@ RULES: dict[str, HeadRule] = {
     "Qwen2ForCausalLM": HeadRule(_plain),
     "Qwen3ForCausalLM": HeadRule(_plain),
     "GemmaForCausalLM": HeadRule(_plain),
-    "Gemma2ForCausalLM": HeadRule(_refuse_softcapping),
-    "Gemma3ForCausalLM": HeadRule(_refuse_softcapping),
+    "Gemma2ForCausalLM": HeadRule(_softcapping),
+    "Gemma3ForCausalLM": HeadRule(_softcapping),
     "Phi3ForCausalLM": HeadRule(_plain),
     "Olmo2ForCausalLM": HeadRule(_plain),
     "GPT2LMHeadModel": HeadRule(_plain),
     "GraniteForCausalLM": HeadRule(_granite_scale),
     "CohereForCausalLM": HeadRule(_cohere_scale),
     "OlmoForCausalLM": HeadRule(_plain),
+    # heads with a bias: linear_cross_entropy's linear_bias
+    "PhiForCausalLM": HeadRule(_plain),
+    "GPTJForCausalLM": HeadRule(_plain),
+    "CodeGenForCausalLM": HeadRule(_plain),
     # MoE: after the loss, `loss += router_aux_loss_coef * aux_loss` when labels are given
     # and output_router_logits is on; the patched forward adds the same term.
     "MixtralForCausalLM": HeadRule(_plain),

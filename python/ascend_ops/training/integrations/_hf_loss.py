@@ -1,9 +1,11 @@
-"""A causal LM's loss from its final hidden states and head weight, as Transformers'
-ForCausalLMLoss computes it from the logits, without building the logits:
+"""A causal LM's loss from its final hidden states and head, as Transformers'
+ForCausalLMLoss (or Trainer's LabelSmoother) computes it from the logits, without building
+the logits:
 
+    logits = transform(hidden @ W.T + b)                     # the model's scale / soft-cap
     shift = cat(labels[..., 1:], ignore_index)              # B x T: token t predicts t + 1
-    loss  = F.cross_entropy((hidden @ W.T).float(), shift,
-                            ignore_index=ignore_index,
+    loss  = F.cross_entropy(logits.float(), shift, ignore_index=ignore_index,
+                            label_smoothing=eps,
                             reduction="sum" if num_items_in_batch else "mean")
     loss  = loss / num_items_in_batch                        # when given (Trainer's accumulation)
 """
@@ -13,8 +15,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ..float32 import linear_cross_entropy_float32
 from ..distributed import all_reduce_grad
+from ..float32 import linear_cross_entropy_float32
 from ..vocab_parallel import linear_cross_entropy
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -49,7 +51,8 @@ def head_dtype(device_type: str, weight_dtype: torch.dtype,
                compute_dtype: torch.dtype | None) -> torch.dtype:
     """The dtype the head runs in: the one asked for; else autocast's where it is on
     (Transformers' own head would run in it too); else the weight's. float32 runs in
-    float32 on CPU (linear_cross_entropy_float32); elsewhere the fused kernels, like
+    float32 on CPU (linear_cross_entropy_float32, or with options linear_cross_entropy's
+    float32 kernels); elsewhere the fused kernels, like
     CANN's, take float16 and bfloat16 only, so a float32 head is refused there rather than
     rounded behind the user's back."""
     if compute_dtype is None:
@@ -70,6 +73,10 @@ def causal_lm_loss(
     weight: torch.Tensor,
     labels: torch.Tensor | None,
     *,
+    linear_bias: torch.Tensor | None = None,
+    label_smoothing: float = 0.0,
+    logit_scale: float = 1.0,
+    softcap: float | None = None,
     shift_labels: torch.Tensor | None = None,
     ignore_index: int = -100,
     num_items_in_batch: torch.Tensor | int | None = None,
@@ -78,10 +85,10 @@ def causal_lm_loss(
     vocab_start_index: int | None = None,
     mode: str = "memory-saving",
 ) -> torch.Tensor:
-    """The loss above, float32. `hidden` [B, T, H]: what the model's code made of the head's
-    input (its logit scaling included, as scaling commutes with the head); `weight` [V, H]
-    the head's weight (this rank's shard with `process_group`); `shift_labels`, when given,
-    is used as it is (Transformers' convention for pre-shifted labels)."""
+    """The loss above, float32. `hidden` [B, T, H]: the head's input; `weight` [V, H] and
+    `linear_bias` [V] the head's (this rank's shard with `process_group`); `logit_scale`
+    and `softcap` the model's transform of its logits; `shift_labels`, when given, is used
+    as it is (Transformers' convention for pre-shifted labels)."""
     if shift_labels is None:
         shift_labels = shifted_labels(labels, ignore_index)
     shift_labels = shift_labels.to(hidden.device)
@@ -95,9 +102,11 @@ def causal_lm_loss(
     dtype = head_dtype(hidden.device.type, weight.dtype, compute_dtype)
     # The gradient of hidden is this shard's part; the layers below need the sum.
     hidden = all_reduce_grad(hidden, process_group)
+    plain = (linear_bias is None and label_smoothing == 0.0 and logit_scale == 1.0
+             and softcap is None)
     with torch.autocast(hidden.device.type, enabled=False):
         reduction = "mean" if num_items_in_batch is None else "sum"
-        if dtype == torch.float32:  # fp32 products, as the unpatched float32 head
+        if dtype == torch.float32 and plain:  # plain torch, which torch.compile traces whole
             loss = linear_cross_entropy_float32(
                 hidden.float(), weight.float(), shift_labels, ignore_index=ignore_index,
                 reduction=reduction, process_group=process_group,
@@ -106,8 +115,11 @@ def causal_lm_loss(
             # rows flattened here, so that linear_cross_entropy's input is no view it makes
             loss = linear_cross_entropy(
                 hidden.to(dtype).reshape(-1, hidden.size(-1)), weight.to(dtype),
-                shift_labels.reshape(-1), ignore_index=ignore_index, reduction=reduction,
-                process_group=process_group, vocab_start_index=vocab_start_index, mode=mode)
+                shift_labels.reshape(-1),
+                linear_bias=None if linear_bias is None else linear_bias.to(dtype),
+                ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing,
+                logit_scale=logit_scale, softcap=softcap, process_group=process_group,
+                vocab_start_index=vocab_start_index, mode=mode)
     if num_items_in_batch is not None:
         if torch.is_tensor(num_items_in_batch):
             num_items_in_batch = num_items_in_batch.to(loss.device)

@@ -64,14 +64,13 @@ def apply(
     if not isinstance(eval_logits, bool):
         raise TypeError(f"{_API}: 'eval_logits' must be a bool, got {eval_logits!r}")
     cls = supported_class(model)
-    RULES[cls.__name__].logit_scale(model)  # refuses what the loss cannot express
     _check_head(model)
     _check_loss_function(model)
     if is_patched(model):
         restore(model)
     patch = Patch(mode=mode, compute_dtype=compute_dtype, process_group=process_group,
                   vocab_start_index=vocab_start_index, eval_logits=eval_logits,
-                  labels_position=labels_position(model))
+                  labels_position=labels_position(model), rule=RULES[cls.__name__])
     head = model.get_output_embeddings()
     model.__dict__[PATCH_ATTR] = patch
     # Installed once; a forward with labels only flips the head's capture flag, so nothing
@@ -118,9 +117,6 @@ def _check_head(model: torch.nn.Module) -> None:
     if not isinstance(head, torch.nn.Linear):
         raise ValueError(f"{_API}: {type(model).__name__}'s head must be a torch.nn.Linear, "
                          f"got {type(head).__name__}")
-    if head.bias is not None:
-        raise ValueError(f"{_API}: {type(model).__name__}'s lm_head has a bias; "
-                         f"linear_cross_entropy takes a weight only")
 
 
 def _check_loss_function(model: torch.nn.Module) -> None:

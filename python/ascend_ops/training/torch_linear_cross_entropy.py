@@ -1,0 +1,316 @@
+"""Our kernels behind torch's own `F.linear_cross_entropy(..., options=LinearCrossEntropyOptions())`
+and `nn.LinearCrossEntropyLoss`.
+
+torch 2.13's chunked path calls two private custom ops (torch/nn/modules/linear_cross_entropy.py),
+registered CompositeExplicitAutograd, one Python body for every device:
+
+    torch_nn::_linear_cross_entropy_batch_chunked(input, linear_weight, target, linear_bias?,
+        weight?, reduction, ignore_index, label_smoothing, batch_chunk_size, acc_policy,
+        acc_dtype, allow_retain_graph, compute_input_grad, compute_linear_weight_grad,
+        compute_linear_bias_grad) -> (loss, grad_input, grad_linear_weight, grad_linear_bias)
+        "mean"/"sum": the forward returns the gradients for a unit upstream gradient; torch's
+        autograd formula multiplies them by the upstream gradient (in place unless
+        allow_retain_graph).
+    torch_nn::_linear_cross_entropy_batch_chunked_no_reduction(input, linear_weight, target,
+        linear_bias?, weight?, ignore_index, batch_chunk_size, acc_policy, acc_dtype) -> loss
+        "none": the per-row loss; its autograd formula recomputes the gradients in the backward.
+
+`enable()` registers, with torch.library's documented API, our kernels for both on CPU and
+on PrivateUse1 (the NPU): `torch.library.register_kernel` for the forwards and
+`torch.library.register_autograd` for the "none" op's backward (torch's formula calls its
+Python accumulator directly, which no kernel registration reaches). `disable()` turns them
+off again: the kernels through `set_kernel_enabled(device, False)`, the "none" backward by
+registering torch's own formula back. Both are idempotent; `status()` says what is on.
+
+What our kernels serve, on each op's whole contract: input, linear_weight (and linear_bias)
+of one dtype, bfloat16 or float16 (and float32 on CPU), accumulated in float32 (acc_dtype
+float32, which torch's "auto" picks on CPU for half inputs; every acc_policy, whose choices
+only trade torch's own buffers), class weights, the bias and its gradient, ignore_index,
+the compute_* flags (a gradient not asked for is not computed) and allow_retain_graph (kept
+by torch's formula). batch_chunk_size is not followed: our kernels bound their memory
+themselves. Anything else (acc_dtype of a half type, float64, mixed dtypes, an option set
+that the NPU route cannot run) goes to torch's own body, with one log line per reason.
+
+The ops are private: `enable()` compares their schemas with the ones this module was
+written against and, if either differs (or torch lacks them), leaves torch alone and logs
+why.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+__all__ = ["enable", "disable", "status", "SCHEMAS"]
+
+_log = logging.getLogger("ascend_ops")
+
+CHUNKED = "torch_nn::_linear_cross_entropy_batch_chunked"
+NO_REDUCTION = "torch_nn::_linear_cross_entropy_batch_chunked_no_reduction"
+#: The schemas of torch 2.13.0 that our kernels implement.
+SCHEMAS = {
+    CHUNKED: (f"{CHUNKED}(Tensor input, Tensor linear_weight, Tensor target, Tensor? linear_bias, "
+              "Tensor? weight, str reduction, SymInt ignore_index, float label_smoothing, "
+              "SymInt batch_chunk_size, str acc_policy, ScalarType acc_dtype, "
+              "bool allow_retain_graph, bool compute_input_grad, bool compute_linear_weight_grad, "
+              "bool compute_linear_bias_grad) -> (Tensor, Tensor, Tensor, Tensor)"),
+    NO_REDUCTION: (f"{NO_REDUCTION}(Tensor input, Tensor linear_weight, Tensor target, "
+                   "Tensor? linear_bias, Tensor? weight, SymInt ignore_index, "
+                   "SymInt batch_chunk_size, str acc_policy, ScalarType acc_dtype) -> Tensor"),
+}
+
+_state = {"registered": set(), "disabled": {}, "autograd": None}
+_logged: set[str] = set()
+#: Calls served by our kernels and handed to torch's body since import (tests, benchmarks).
+calls = {"ours": 0, "torch": 0}
+
+
+def _log_once(reason: str) -> None:
+    calls["torch"] += 1
+    if reason not in _logged:
+        _logged.add(reason)
+        _log.info("torch's linear_cross_entropy runs its own body: %s", reason)
+
+
+def _device_types() -> list[str]:
+    """CPU, and the PrivateUse1 backend under its current name ("npu" with torch_npu)."""
+    return ["cpu", torch._C._get_privateuse1_backend_name()]
+
+
+def _opdefs():
+    """(the CustomOpDef of each op, None) or (None, why we leave torch alone)."""
+    try:
+        from torch.nn.modules import linear_cross_entropy as module
+        from torch._library.custom_ops import CustomOpDef
+    except ImportError as error:
+        return None, f"torch has no chunked linear_cross_entropy ({error})"
+    defs = {CHUNKED: getattr(module, "_linear_cross_entropy_batch_chunked", None),
+            NO_REDUCTION: getattr(module, "_linear_cross_entropy_batch_chunked_no_reduction", None)}
+    for name, opdef in defs.items():
+        if not isinstance(opdef, CustomOpDef):
+            return None, f"{name} is not the custom op this version of ascend_ops knows"
+        schema = str(opdef._opoverload._schema)
+        if schema != SCHEMAS[name]:
+            return None, (f"{name} has the schema {schema!r}, not the one our kernels "
+                          f"implement ({SCHEMAS[name]!r})")
+    return (defs, module), None
+
+
+def enable() -> bool:
+    """Run torch's chunked linear_cross_entropy on our kernels (CPU and NPU). Returns True
+    when they are on; False (and one log line saying why) when torch's ops are not the
+    ones our kernels implement, in which case torch is left alone."""
+    found, why = _opdefs()
+    if found is None:
+        _log.warning("ascend_ops leaves torch's linear_cross_entropy alone: %s", why)
+        return False
+    (defs, module) = found
+    for device in _device_types():
+        for name, kernel in ((CHUNKED, _chunked_kernel), (NO_REDUCTION, _no_reduction_kernel)):
+            opdef = defs[name]
+            key = (name, device)
+            if key not in _state["registered"]:
+                torch.library.register_kernel(name, device, kernel)
+                _state["registered"].add(key)
+            disabled = _state["disabled"].pop(key, None)
+            if disabled is not None:  # re-enable: leave the disabling context
+                disabled.__exit__(None, None, None)
+    if _state["autograd"] is None:
+        original = (module._linear_cross_entropy_batch_chunked_no_reduction_backward,
+                    module._linear_cross_entropy_batch_chunked_no_reduction_setup_context)
+        torch.library.register_autograd(NO_REDUCTION, _no_reduction_backward,
+                                        setup_context=original[1])
+        _state["autograd"] = original
+    return True
+
+
+def disable() -> None:
+    """torch's own bodies again, for both ops on every device."""
+    found, _ = _opdefs()
+    if found is None:
+        return
+    defs, _module = found
+    for (name, device) in sorted(_state["registered"]):
+        key = (name, device)
+        if key not in _state["disabled"]:
+            context = defs[name].set_kernel_enabled(device, False)
+            context.__enter__()
+            _state["disabled"][key] = context
+    if _state["autograd"] is not None:
+        backward, setup_context = _state["autograd"]
+        torch.library.register_autograd(NO_REDUCTION, backward, setup_context=setup_context)
+        _state["autograd"] = None
+
+
+def status() -> dict[str, bool]:
+    """{op: whether our kernels serve it (on every device they are registered for)}."""
+    return {name: any(n == name for n, _ in _state["registered"])
+            and not any(n == name for n, _ in _state["disabled"]) for name in SCHEMAS}
+
+
+# ---------------------------------------------------------------------------------------
+# The kernels.
+
+
+def _refusal(input, linear_weight, linear_bias, weight, acc_dtype) -> str | None:
+    """Why our kernels cannot serve a call (then torch's body runs), or None."""
+    from . import routes
+    from .checks import CPU_LCE_DTYPES, LCE_DTYPES
+    from .lce_options import LossOptions
+
+    allowed = CPU_LCE_DTYPES if input.device.type == "cpu" else LCE_DTYPES
+    if input.dtype not in allowed:
+        return f"input dtype {input.dtype} on {input.device.type}"
+    if input.dim() != 2:
+        return f"a {input.dim()}-D input"
+    if linear_weight.dtype != input.dtype or (linear_bias is not None
+                                              and linear_bias.dtype != input.dtype):
+        return "linear_weight or linear_bias of another dtype than input"
+    if acc_dtype != torch.float32:
+        return f"acc_dtype {acc_dtype} (our kernels accumulate in float32)"
+    if weight is not None and not weight.dtype.is_floating_point:
+        return f"class weight of dtype {weight.dtype}"
+    if input.device.type != "cpu":
+        route = routes.choose(input.device, input.dtype, LossOptions(), linear_bias is not None,
+                              weight is not None)
+        if route.backward == "npu_custom":
+            from ..npu import options_support
+
+            try:
+                options_support.require(route.needs, input.device)
+            except NotImplementedError as error:
+                return str(error)
+    return None
+
+
+class _KernelContext:
+    """What an autograd.Function's forward and backward use of their ctx. A kernel runs
+    below autograd (the dispatcher has excluded its keys), so the Functions of
+    linear_cross_entropy are called here directly: forward, then backward."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self.saved_tensors = ()
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        pass
+
+
+def _ours(input, linear_weight, target, linear_bias, weight, reduction, ignore_index, wants,
+          upstream=None):
+    """(loss, grad_input, grad_linear_weight, grad_linear_bias) of linear_cross_entropy on
+    our kernels for the upstream gradient `upstream` (1 when None); a gradient not in
+    `wants` is None. linear_cross_entropy's own route choice, run without autograd."""
+    from . import routes
+    from .lce_options import LossOptions
+    from .options_cpu import _CpuOptionsFunction
+    from .options_device import _DeviceOptionsFunction
+    from .vocab_parallel import MEMORY_SAVING, _LinearCrossEntropy
+
+    want_x, want_w, want_b = wants
+    needs_grad = any(wants)
+    options = LossOptions()
+    route = routes.choose(input.device, input.dtype, options, linear_bias is not None,
+                          weight is not None)
+    if route.fused_plain:
+        ctx = _KernelContext((want_x, want_w) + (False,) * 7)
+        loss = _LinearCrossEntropy.forward(ctx, input, linear_weight, target, ignore_index,
+                                           reduction, None, 0, MEMORY_SAVING, needs_grad)
+        grads = (None, None)
+        if needs_grad:
+            grads = _LinearCrossEntropy.backward(ctx, _upstream(loss, upstream))[:2]
+        return loss, grads[0], grads[1], None
+    if route.name == routes.CPU_OPTIONS:
+        ctx = _KernelContext((want_x, want_w, want_b) + (False,) * 10)
+        outputs = _CpuOptionsFunction.forward(ctx, input, linear_weight, linear_bias, target,
+                                              weight, options, ignore_index, reduction, None, 0,
+                                              MEMORY_SAVING, needs_grad, target.shape)
+        function = _CpuOptionsFunction
+    else:
+        ctx = _KernelContext((want_x, want_w, want_b) + (False,) * 9)
+        outputs = _DeviceOptionsFunction.forward(ctx, input, linear_weight, linear_bias, target,
+                                                 weight, options, route, ignore_index, reduction,
+                                                 None, 0, target.shape)
+        function = _DeviceOptionsFunction
+    loss = outputs[0]
+    grads = (None, None, None)
+    if needs_grad:
+        grads = function.backward(ctx, _upstream(loss, upstream))[:3]
+    return (loss, grads[0] if want_x else None, grads[1] if want_w else None,
+            grads[2] if want_b else None)
+
+
+def _upstream(loss, upstream):
+    return torch.ones_like(loss) if upstream is None else upstream.reshape(loss.shape)
+
+
+def _chunked_kernel(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
+                    label_smoothing, batch_chunk_size, acc_policy, acc_dtype, allow_retain_graph,
+                    compute_input_grad, compute_linear_weight_grad, compute_linear_bias_grad):
+    args = (input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
+            label_smoothing, batch_chunk_size, acc_policy, acc_dtype, allow_retain_graph,
+            compute_input_grad, compute_linear_weight_grad, compute_linear_bias_grad)
+    why = _refusal(input, linear_weight, linear_bias, weight, acc_dtype)
+    if why is None and (reduction not in ("mean", "sum") or label_smoothing != 0.0):
+        why = f"reduction {reduction!r} with label_smoothing {label_smoothing}"
+    if why is not None:
+        _log_once(why)
+        return _torch_body(CHUNKED)(*args)
+    calls["ours"] += 1
+    wants = (compute_input_grad, compute_linear_weight_grad,
+             compute_linear_bias_grad and linear_bias is not None)
+    loss, gi, gw, gb = _ours(input, linear_weight, target, linear_bias, weight, reduction,
+                             ignore_index, wants)
+    dtype = input.dtype
+    # torch's shapes for what was not computed: rank-matching empties (its fake kernel too)
+    gi = gi if gi is not None else input.new_empty((0, 0))
+    gw = gw if gw is not None else input.new_empty((0, 0))
+    gb = gb if gb is not None else input.new_empty((0,))
+    return loss.to(dtype), gi.to(dtype), gw.to(dtype), gb.to(dtype)
+
+
+def _no_reduction_kernel(input, linear_weight, target, linear_bias, weight, ignore_index,
+                         batch_chunk_size, acc_policy, acc_dtype):
+    why = _refusal(input, linear_weight, linear_bias, weight, acc_dtype)
+    if why is not None:
+        _log_once(why)
+        return _torch_body(NO_REDUCTION)(input, linear_weight, target, linear_bias, weight,
+                                         ignore_index, batch_chunk_size, acc_policy, acc_dtype)
+    calls["ours"] += 1
+    loss, *_ = _ours(input, linear_weight, target, linear_bias, weight, "none", ignore_index,
+                     (False, False, False))
+    return loss.to(input.dtype)
+
+
+def _no_reduction_backward(ctx, grad_output):
+    """The "none" op's backward on our kernels (torch's formula where we refuse)."""
+    input, linear_weight, target, linear_bias, weight = ctx.saved_tensors
+    why = _refusal(input, linear_weight, linear_bias, weight, ctx._acc_dtype)
+    if why is not None or _state["autograd"] is None:
+        from torch.nn.modules import linear_cross_entropy as module
+
+        if why is not None:
+            _log_once(why)
+        return module._linear_cross_entropy_batch_chunked_no_reduction_backward(ctx, grad_output)
+    needs = ctx.needs_input_grad
+    wants = (needs[0], needs[1], linear_bias is not None and needs[3])
+    result = [None] * 9
+    if not any(wants):
+        return tuple(result)
+    calls["ours"] += 1
+    _, gi, gw, gb = _ours(input, linear_weight, target, linear_bias, weight, "none",
+                          ctx._ignore_index, wants, upstream=grad_output.float())
+    result[0], result[1], result[3] = gi, gw, gb
+    return tuple(result)
+
+
+def _torch_body(name: str):
+    """torch's own implementation of `name` (the CustomOpDef's function)."""
+    found, why = _opdefs()
+    if found is None:
+        raise RuntimeError(why)
+    return found[0][name]._init_fn
