@@ -6,6 +6,7 @@
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
 
 #include <algorithm>
 #include <cmath>

@@ -7,6 +7,9 @@
 #include "logit_options.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Half.h>
 
 #include <algorithm>

@@ -16,7 +16,7 @@
 // arguments: the operators that mirror CANN's ops (SPEC §1, §3) keep their contracts.
 #pragma once
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include <optional>
 #include <tuple>
