@@ -41,3 +41,19 @@ def test_quick_benchmark_runs_every_provider(tmp_path):
     rows = list(csv.DictReader(lines))
     for engine in ascend_ops._C.cpu_gemm_engines():
         assert all(f"{engine}=" in row["engine_tflops"] for row in rows), rows[0]
+
+
+def test_fresh_process_comparison_with_torch_runs_both_sides():
+    """scripts/benchmark_torch_lce_fresh.py: torch's chunked F.linear_cross_entropy and ours,
+    each in a fresh process, the same loss on both sides."""
+    env = {**os.environ, "PYTHONPATH": str(pathlib.Path(ascend_ops.__file__).parents[1])}
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "benchmark_torch_lce_fresh.py"),
+                             "--size", "64", "32", "300", "--pairs", "1"], capture_output=True,
+                            text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = {line.split()[0]: line.split() for line in result.stdout.splitlines()[1:]
+            if line.strip() and " / " not in line}
+    assert {"torch", "ours"} <= rows.keys(), result.stdout
+    # one step each: the last column is the loss, within bfloat16 rounding of torch's
+    assert abs(float(rows["ours"][-1]) - float(rows["torch"][-1])) <= 1e-2 * abs(float(rows["torch"][-1]))
+    assert "ours / torch:" in result.stdout
