@@ -100,10 +100,31 @@ def test_flce_signature_and_dtypes_are_cann_s():
     assert types["weight"] == types["input"] == types["input_grad"] == types["weight_grad"]
     assert set(types["grad"] + types["logits_max"] + types["sum_exp_logits"] + types["softmax"]) == {"float"}
     assert set(types["target_mask"]) == {"uint8"}  # bit-packed
-    optional = {d["name"] for d in spec["input_desc"] if d["param_type"] == "optional"}
-    assert optional == {"logits_max", "sum_exp_logits", "softmax"}
+    optional = [d["name"] for d in spec["input_desc"] if d["param_type"] == "optional"]
+    # CANN's three, then the loss options' (SPEC §7), all fp32.
+    assert optional == ["logits_max", "sum_exp_logits", "softmax"] + list(OPTION_INPUTS)
+    assert all(set(types[name]) == {"float"} for name in OPTION_INPUTS)
     assert spec["attr"] == [{"name": "label_smoothing", "param_type": "optional", "type": "float",
+                             "default_value": "0.0"},
+                            {"name": "logit_scale", "param_type": "optional", "type": "float",
+                             "default_value": "1.0"},
+                            {"name": "softcap", "param_type": "optional", "type": "float",
                              "default_value": "0.0"}]
+
+
+#: The loss options' optional inputs and attributes (SPEC §7), beyond CANN's op; the names
+#: npu/options_support.py looks for in an installed package (routes.CUSTOM_OP_NEEDS).
+OPTION_INPUTS = ("bias", "class_weight", "alpha", "beta", "gamma")
+OPTION_ATTRS = ("logit_scale", "softcap")
+
+
+def test_the_package_declares_every_name_the_options_route_needs():
+    from ascend_ops.training.routes import CUSTOM_OP_NEEDS
+
+    spec = op_json("AscendOpsFusedLinearCrossEntropyLossGrad")
+    declared = {d["name"] for d in spec["input_desc"]} | {a["name"] for a in spec["attr"]}
+    assert {n for names in CUSTOM_OP_NEEDS.values() for n in names} <= declared
+    assert set(OPTION_INPUTS + OPTION_ATTRS) <= declared
 
 
 def test_bn_outputs_are_optional_and_every_dtype_combination_is_declared():
@@ -141,11 +162,17 @@ def test_flce_generated_aclnn_prototype_differs_only_in_where_label_smoothing_si
     # CANN generates attributes between inputs and outputs, so labelSmoothing comes after
     # softmaxOptional instead of after maskedTarget: the one difference the adapter must
     # bridge (ascendc_kernels/README.md, "One package").
+    # The loss options' inputs and attributes (SPEC §7) are ours alone: after CANN's
+    # inputs and after labelSmoothing respectively, null / 1.0 / 0.0 for SPEC §1's op.
     generated = generated_prototype("AscendOpsFusedLinearCrossEntropyLossGrad")
     builtin = BUILTIN_PROTOTYPES["AscendOpsFusedLinearCrossEntropyLossGrad"]
+    ours = [camel(n) + "Optional" for n in OPTION_INPUTS] + [camel(n) for n in OPTION_ATTRS]
     assert generated != builtin
-    assert [p for p in generated if p != "labelSmoothing"] == [p for p in builtin if p != "labelSmoothing"]
-    assert generated.index("labelSmoothing") == generated.index("softmaxOptional") + 1
+    cann_part = [p for p in generated if p not in ours]
+    assert [p for p in cann_part if p != "labelSmoothing"] == [p for p in builtin if p != "labelSmoothing"]
+    assert cann_part.index("labelSmoothing") == cann_part.index("softmaxOptional") + 1
+    assert generated[generated.index("softmaxOptional") + 1:generated.index("inputGradOut")] == \
+        ours[:5] + ["labelSmoothing"] + ours[5:]
 
 
 def kernel_entry(op_type):

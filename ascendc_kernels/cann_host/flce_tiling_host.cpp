@@ -20,11 +20,14 @@ extern "C" {
 struct CannFlceRequest {
   uint64_t bt, h, v;
   uint32_t dtype;           // ascend_ops_kernels::DtypeCode: 1 float16, 2 bfloat16
-  uint32_t inputs;          // optional inputs present: 1 logits_max, 2 sum_exp_logits, 4 softmax
+  uint32_t inputs;          // optional inputs present: 1 logits_max, 2 sum_exp_logits, 4 softmax,
+                            // 8 bias, 16 class_weight, 32 alpha, 64 beta, 128 gamma
   int32_t target64;         // masked_target int64 (else int32)
   float labelSmoothing;
   uint32_t aiCores;         // AI cores the chip reports (2 vector cores each); 0: the SoC table's 24
   char soc[32];             // "Ascend910B" (A2) or "Ascend910_93" (A3), as the stub's SoC table names them
+  float logitScale;         // the attributes logit_scale (1: none) and softcap (0: none)
+  float softcap;
 };
 
 constexpr size_t kCannTilingCapacity = 4096;  // the raw tiling buffer the context offers
@@ -88,7 +91,8 @@ int cann_flce_tiling(const CannFlceRequest* request, CannFlceResult* out) {
   const ge::DataType half = r.dtype == ascend_ops_kernels::kBFloat16 ? ge::DT_BF16 : ge::DT_FLOAT16;
   const int64_t bt = static_cast<int64_t>(r.bt), h = static_cast<int64_t>(r.h), v = static_cast<int64_t>(r.v);
   // The OpDef's inputs in order: grad, input, weight, target_mask, masked_target,
-  // logits_max, sum_exp_logits, softmax (the shapes the adapter passes).
+  // logits_max, sum_exp_logits, softmax, bias, class_weight, alpha, beta, gamma (the
+  // shapes the adapter passes).
   std::vector<gert::TilingContext::Input> inputs = {
       {true, ShapeOf({bt}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
       {true, ShapeOf({bt, h}), gert::CompileTimeTensorDesc(half)},
@@ -98,10 +102,17 @@ int cann_flce_tiling(const CannFlceRequest* request, CannFlceResult* out) {
       {(r.inputs & 1) != 0, ShapeOf({bt}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
       {(r.inputs & 2) != 0, ShapeOf({bt}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
       {(r.inputs & 4) != 0, ShapeOf({bt, v}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
+      {(r.inputs & 8) != 0, ShapeOf({v}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
+      {(r.inputs & 16) != 0, ShapeOf({v}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
+      {(r.inputs & 32) != 0, ShapeOf({bt}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
+      {(r.inputs & 64) != 0, ShapeOf({bt}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
+      {(r.inputs & 128) != 0, ShapeOf({bt}), gert::CompileTimeTensorDesc(ge::DT_FLOAT)},
   };
   if (inputs.size() != def.inputs().size()) return fail("the OpDef's input list changed: update cann_host");
   gert::RuntimeAttrs attrs;
   attrs.Set<float>(0, r.labelSmoothing);
+  attrs.Set<float>(1, r.logitScale);
+  attrs.Set<float>(2, r.softcap);
   gert::TilingContext context(std::move(inputs), std::move(attrs), &platform, kCannTilingCapacity);
   cann_tiling_stub::SetLogSink(AppendLog, &log, DLOG_WARN);
   out->status = def.aicore().tiling(&context);

@@ -10,7 +10,10 @@
 // grad f32 [BT]; input/weight f16|bf16 [BT,H]/[V,H]; target_mask uint8 bit-packed;
 // masked_target int32|int64 [BT]; label_smoothing; logits_max/sum_exp_logits f32 [BT]
 // (memory-saving mode) or softmax f32 [BT,V] (high-performance mode); input_grad and
-// weight_grad in input's dtype. The kernel (the MIX cube + vector kernel of op_kernel/)
+// weight_grad in input's dtype. Beyond CANN's op, the loss options of SPEC §7 (none of
+// them given: the plain op above, bit for bit): optional bias, class_weight f32 [V] and
+// alpha, beta, gamma f32 [BT] (the per-row coefficients, which replace grad: all three or
+// none), attributes logit_scale (1.0) and softcap (0.0: none). The kernel (the MIX cube + vector kernel of op_kernel/)
 // takes the inputs and outputs in this order, then workspace and tiling. The same list
 // is in ../../ascend_ops.json (msopgen).
 //
@@ -52,7 +55,30 @@ static bool CannCubeTiling(const platform_ascendc::PlatformAscendC& ascendc, uin
   return mm.GetTiling(out) != -1;
 }
 
-enum FlceInput : size_t { kGrad = 0, kInput, kWeight, kTargetMask, kMaskedTarget, kLogitsMax, kSumExpLogits, kSoftmax };
+enum FlceInput : size_t {
+  kGrad = 0, kInput, kWeight, kTargetMask, kMaskedTarget, kLogitsMax, kSumExpLogits, kSoftmax,
+  kBias, kClassWeight, kAlpha, kBeta, kGamma
+};
+enum FlceAttr : size_t { kLabelSmoothing = 0, kLogitScale, kSoftcap };
+
+// The loss options of this call as FlceOption bits (0: none), or false when they are
+// inconsistent: the coefficients come as a set, and every other option needs them.
+static bool FlceOptions(gert::TilingContext* context, uint32_t& options) {
+  const auto given = [&](FlceInput i) { return context->GetOptionalInputShape(i) != nullptr; };
+  const int coefficients = int(given(kAlpha)) + int(given(kBeta)) + int(given(kGamma));
+  const float* scale = context->GetAttrs()->GetAttrPointer<float>(kLogitScale);
+  const float* cap = context->GetAttrs()->GetAttrPointer<float>(kSoftcap);
+  const bool softcap = cap != nullptr && *cap != 0.0f;
+  const bool scaled = scale != nullptr && *scale != 1.0f;
+  options = 0;
+  if (coefficients == 0) return !(given(kBias) || given(kClassWeight) || softcap || scaled);
+  if (coefficients != 3) return false;
+  options = kFlceOptCoefficients;
+  if (given(kBias)) options |= kFlceOptBias;
+  if (given(kClassWeight)) options |= kFlceOptClassWeight;
+  if (softcap) options |= kFlceOptSoftcap;
+  return true;
+}
 
 // Deterministic always, so there is no setting to read: CANN's own FLCE TilingFunc (ops-nn
 // v9.0.0 op_host/fused_linear_cross_entropy_loss_grad_tiling.cpp) reads none either -- its
@@ -60,7 +86,7 @@ enum FlceInput : size_t { kGrad = 0, kInput, kWeight, kTargetMask, kMaskedTarget
 // ours costs nothing to keep so (output-stationary GEMMs, one writer per accumulator tile
 // and step: the result does not depend on the schedule, nor on the core count).
 static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingContext* context) {
-  const float labelSmoothing = *context->GetAttrs()->GetAttrPointer<float>(0);
+  const float labelSmoothing = *context->GetAttrs()->GetAttrPointer<float>(kLabelSmoothing);
   if (labelSmoothing != 0.0f) return ge::GRAPH_FAILED;  // SPEC §1: only 0.0 is supported
   const bool highPerformance = context->GetOptionalInputShape(kSoftmax) != nullptr;
   const bool logitsMax = context->GetOptionalInputShape(kLogitsMax) != nullptr;
@@ -80,6 +106,11 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   shape.mode = memorySaving ? ascend_ops_kernels::kMemorySaving : ascend_ops_kernels::kHighPerformance;
   shape.maskPacked = true;  // the op takes the bit-packed uint8 mask only
   shape.target64 = context->GetInputDesc(kMaskedTarget)->GetDataType() == ge::DT_INT64;
+  if (!FlceOptions(context, shape.options)) return ge::GRAPH_FAILED;
+  if (shape.options != 0) {  // label_smoothing of SPEC §7 comes in through gamma
+    shape.logitScale = *context->GetAttrs()->GetAttrPointer<float>(kLogitScale);
+    shape.softcap = *context->GetAttrs()->GetAttrPointer<float>(kSoftcap);
+  }
 
   auto ascendc = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
   uint64_t ub = 0;
@@ -173,9 +204,16 @@ class AscendOpsFusedLinearCrossEntropyLossGrad : public OpDef {
     this->Input("logits_max").ParamType(OPTIONAL).DataType(f32).Format(nd);
     this->Input("sum_exp_logits").ParamType(OPTIONAL).DataType(f32).Format(nd);
     this->Input("softmax").ParamType(OPTIONAL).DataType(f32).Format(nd);
+    this->Input("bias").ParamType(OPTIONAL).DataType(f32).Format(nd);
+    this->Input("class_weight").ParamType(OPTIONAL).DataType(f32).Format(nd);
+    this->Input("alpha").ParamType(OPTIONAL).DataType(f32).Format(nd);
+    this->Input("beta").ParamType(OPTIONAL).DataType(f32).Format(nd);
+    this->Input("gamma").ParamType(OPTIONAL).DataType(f32).Format(nd);
     this->Output("input_grad").ParamType(REQUIRED).DataType(half).Format(nd);
     this->Output("weight_grad").ParamType(REQUIRED).DataType(half).Format(nd);
     this->Attr("label_smoothing").AttrType(OPTIONAL).Float(0.0);
+    this->Attr("logit_scale").AttrType(OPTIONAL).Float(1.0);
+    this->Attr("softcap").AttrType(OPTIONAL).Float(0.0);
     this->SetInferShape(ge::FusedLinearCrossEntropyLossGradInferShape)
         .SetInferDataType(ge::FusedLinearCrossEntropyLossGradInferDataType);
     this->AICore().SetTiling(optiling::FusedLinearCrossEntropyLossGradTilingFunc);

@@ -33,6 +33,10 @@ struct FusedLinearCrossEntropyLossGradShape {
   uint32_t mode;         // FlceMode
   bool maskPacked;       // bit-packed uint8 (required: the kernel reads bits)
   bool target64;         // int64 masked_target (else int32)
+  // The loss options (SPEC §7): FlceOption bits (0: the plain op, SPEC §1), the logit
+  // scale and the soft-cap (> 0 with kFlceOptSoftcap).
+  uint32_t options = 0;
+  float logitScale = 1.0f, softcap = 0.0f;
 };
 
 struct FusedLinearCrossEntropyLossGradTiling {
@@ -166,6 +170,23 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
     return t;
   }
   if (shape.v == 0) { t.error = "V must be >= 1"; return t; }
+  if (shape.options != 0) {
+    if ((shape.options & kFlceOptCoefficients) == 0) {
+      t.error = "the options need the per-row coefficients alpha, beta and gamma";
+      return t;
+    }
+    if ((shape.options & kFlceOptSoftcap) != 0 && !(shape.softcap > 0.0f && shape.softcap < 3.0e38f)) {
+      t.error = "softcap must be a finite cap > 0";
+      return t;
+    }
+    if (!(shape.logitScale > -3.0e38f && shape.logitScale < 3.0e38f)) { t.error = "logit_scale must be finite"; return t; }
+    // High-performance mode takes the softmax as given: its soft-cap derivative would need
+    // the logits, which only memory-saving mode recomputes; a bias has no effect there.
+    if (shape.mode == kHighPerformance && (shape.options & kFlceOptSoftcap) != 0) {
+      t.error = "softcap needs memory-saving mode (the logits); high-performance mode has only the softmax";
+      return t;
+    }
+  }
   if (shape.h > (1u << 30) || shape.v > (1u << 30) || shape.bt > (1u << 30)) {
     t.error = "BT, H and V must each be below 2^30 (the Matmul shapes are 32-bit)";
     return t;
@@ -203,11 +224,13 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
                 (CeilDiv(rows, kFlceTileM) + CeilDiv(cols, kFlceTileM)) * d.hTiles);
   }
   d.cubeCores = empty ? 0 : static_cast<uint32_t>(Min(platform.aiCores, Max(items, 1)));
-  d.gTileRows = kFlceGTileRows;
+  d.gTileRows = kFlceGTileRows;  // the options' UB (4 fp32 rows of colBlock at most: 4 KiB) fits beside
   // High-performance mode's G pass: a softmax row chunk in fp32 and its G, each double-
   // buffered (12 bytes a column for bf16/half), in what UB has left after 1 KiB for the
   // report and alignment; whole 256-byte repeats.
-  const uint64_t chunk = (platform.ubBytes - 1024) / (2 * 4 + 2 * e) / 64 * 64;
+  // With class weights, a chunk of them and of their term (fp32) beside it.
+  const uint64_t weightBytes = (shape.options & kFlceOptClassWeight) != 0 ? 8 : 0;
+  const uint64_t chunk = (platform.ubBytes - 1024) / (2 * 4 + 2 * e + weightBytes) / 64 * 64;
   d.chunkCols = static_cast<uint32_t>(Min(chunk, RoundUpTo(shape.v, 16)));
   d.castCols = static_cast<uint32_t>(Max(1, Min(shape.h, kFlceCastElems)));
   d.castRows = static_cast<uint32_t>(Max(1, kFlceCastElems / RoundUpTo(d.castCols, 16)));
@@ -227,7 +250,12 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
   // TilingFunc fills them from CANN's MultiCoreMatmulTiling (FlceMatmulRequests) and
   // checks them with FlceCubeBufferError; the simulator runs the tiling data it produced.
   t.blockDim = d.cubeCores;
-  t.tilingKey = shape.mode + 2 * (shape.dtype == kBFloat16) + 4 * shape.target64;
+  // The scale bit follows the value: a scale of 1 costs the kernel nothing.
+  d.options = shape.options == 0 ? 0
+                                 : (shape.options & ~uint32_t(kFlceOptScale)) | (shape.logitScale != 1.0f ? kFlceOptScale : 0u);
+  d.logitScale = shape.options != 0 ? shape.logitScale : 1.0f;
+  d.softcap = (shape.options & kFlceOptSoftcap) != 0 ? shape.softcap : 0.0f;
+  t.tilingKey = shape.mode + 2 * (shape.dtype == kBFloat16) + 4 * shape.target64 + 8 * (shape.options != 0);
   t.sysWorkspaceBytes = empty ? 0 : kFlceSysWorkspaceBytes;
   t.workspaceBytes = empty ? 0 : t.sysWorkspaceBytes + d.userWorkspaceBytes;
   return t;

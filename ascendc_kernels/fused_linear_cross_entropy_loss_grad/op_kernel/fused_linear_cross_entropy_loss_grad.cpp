@@ -6,7 +6,9 @@
 //   input_grad = G · w,  weight_grad = Gᵀ · x             fp32 accumulation, cast once
 //
 // The order of the work is op_kernel/…_schedule.h (shared with the cost model), the G
-// computation the vector stage of …_g_stage.h. Memory-saving mode, window by window:
+// computation the vector stage of …_g_stage.h, which also takes the loss options of SPEC §7
+// (tiling key bit 8: alpha, beta, gamma for grad, bias, class weights, logit scale and
+// soft-cap; the cube side is the same for them, the plain variants compile none of it). Memory-saving mode, window by window:
 //   AIC   logits block = x_b · w_bᵀ (Matmul, fp32) -> ring slot k % 2                 ─ LOGITS(slot) ─►
 //   AIV0/AIV1 (half the rows each): G = the vector stage -> the window's G buffer     ─ SLOT_FREE(slot) ─►
 //   all AIVs meet (mode 0) once a window's G is written                              ─ G_READY ─►
@@ -193,15 +195,16 @@ class CubeSide {
 
 // ---- the vector cores ---------------------------------------------------------------
 
-template <typename T, bool kMemorySaving, typename TTarget>
+template <typename T, bool kMemorySaving, typename TTarget, bool kOptions>
 class VectorSide {
  public:
   __aicore__ inline explicit VectorSide(const FusedLinearCrossEntropyLossGradTilingData& tiling) : t_(tiling) {}
 
   __aicore__ inline void Run(GM_ADDR grad, GM_ADDR targetMask, GM_ADDR maskedTarget, GM_ADDR logitsMax,
-                             GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad,
-                             GM_ADDR user) {
+                             GM_ADDR sumExpLogits, GM_ADDR softmax, const GOptions& options, GM_ADDR inputGrad,
+                             GM_ADDR weightGrad, GM_ADDR user) {
     g_.Init(grad, targetMask, maskedTarget, logitsMax, sumExpLogits, t_.bt, t_.v);
+    g_.InitOptions(pipe_, options, t_.bt, kMemorySaving ? t_.colBlock : t_.chunkCols);
     reportGm_.SetGlobalBuffer((__gm__ int64_t*)(user + t_.reportOffset), 2 * GetBlockNum());
     pipe_.InitBuffer(reportBuf_, 32);
     if constexpr (kMemorySaving) {
@@ -272,6 +275,7 @@ class VectorSide {
         pQue_.EnQue(p);
         p = pQue_.DeQue<float>();
         LocalTensor<T> g = gQue_.AllocTensor<T>();
+        g_.LoadColumns(c0, cols);  // options: this chunk's class weights (once when V fits one chunk)
         g_.Apply(p, g, cols, c0, r);
         gQue_.EnQue(g);
         pQue_.FreeTensor(p);
@@ -310,6 +314,7 @@ class VectorSide {
       pQue_.EnQue(p);
       p = pQue_.DeQue<float>();
       LocalTensor<T> g = gQue_.AllocTensor<T>();
+      g_.LoadColumns(k.col0, k.cols);  // options: the task's bias and class weights
       for (uint32_t i = 0; i < rows; ++i) {
         // Each row's target is checked once: in its task of vocabulary block 0.
         const GRowScalars scalars = g_.Row(k.row0 + r + i, k.col0 == 0);
@@ -384,7 +389,7 @@ class VectorSide {
 
   const FusedLinearCrossEntropyLossGradTilingData& t_;
   TPipe pipe_;
-  GStage<T, TTarget, kMemorySaving> g_;
+  GStage<T, TTarget, kMemorySaving, kOptions> g_;
   TQue<QuePosition::VECIN, BUFFER_NUM> pQue_, accInQue_;
   TQue<QuePosition::VECOUT, BUFFER_NUM> gQue_, accOutQue_;
   TBuf<TPosition::VECCALC> reportBuf_;
@@ -393,39 +398,40 @@ class VectorSide {
   GlobalTensor<int64_t> reportGm_;
 };
 
-template <bool kMemorySaving, typename T, typename TTarget>
+template <bool kMemorySaving, typename T, typename TTarget, bool kOptions>
 __aicore__ inline void Run(const FusedLinearCrossEntropyLossGradTilingData& tiling, GM_ADDR grad, GM_ADDR input,
                            GM_ADDR weight, GM_ADDR targetMask, GM_ADDR maskedTarget, GM_ADDR logitsMax,
-                           GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad,
-                           GM_ADDR user) {
+                           GM_ADDR sumExpLogits, GM_ADDR softmax, const GOptions& options, GM_ADDR inputGrad,
+                           GM_ADDR weightGrad, GM_ADDR user) {
   if ASCEND_IS_AIC {
     CubeSide<T, kMemorySaving> cube(tiling);
     cube.Run(input, weight, softmax, inputGrad, weightGrad, user);
   }
   if ASCEND_IS_AIV {
-    VectorSide<T, kMemorySaving, TTarget> vec(tiling);
-    vec.Run(grad, targetMask, maskedTarget, logitsMax, sumExpLogits, softmax, inputGrad, weightGrad, user);
+    VectorSide<T, kMemorySaving, TTarget, kOptions> vec(tiling);
+    vec.Run(grad, targetMask, maskedTarget, logitsMax, sumExpLogits, softmax, options, inputGrad, weightGrad, user);
   }
 }
 
 }  // namespace
 
 // Tiling key = mode (0 memory-saving, 1 high-performance) + 2 * (bfloat16) +
-// 4 * (int64 masked_target); target_mask is always the bit-packed uint8 the op takes.
-#define FLCE_CASE(key, ms, T, TT)                                                                                   \
+// 4 * (int64 masked_target) + 8 * (loss options); target_mask is always the bit-packed
+// uint8 the op takes.
+#define FLCE_CASE(key, ms, T, TT, OPT)                                                                              \
   if (TILING_KEY_IS(key)) {                                                                                       \
-    Run<ms, T, TT>(tilingData, grad, input, weight, targetMask, maskedTarget, logitsMax, sumExpLogits, softmax,    \
-                   inputGrad, weightGrad, user);                                                                  \
+    Run<ms, T, TT, OPT>(tilingData, grad, input, weight, targetMask, maskedTarget, logitsMax, sumExpLogits,       \
+                        softmax, options, inputGrad, weightGrad, user);                                           \
     return;                                                                                                       \
   }
 
 // The CANN aclnn argument order: grad, input, weight, target_mask, masked_target,
-// logits_max, sum_exp_logits, softmax (absent optional tensors are null), the two
-// outputs, workspace, tiling.
+// logits_max, sum_exp_logits, softmax, then the options' bias, class_weight, alpha, beta,
+// gamma (absent optional tensors are null), the two outputs, workspace, tiling.
 extern "C" __global__ __aicore__ void ascend_ops_fused_linear_cross_entropy_loss_grad(
     GM_ADDR grad, GM_ADDR input, GM_ADDR weight, GM_ADDR targetMask, GM_ADDR maskedTarget, GM_ADDR logitsMax,
-    GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad, GM_ADDR workspace,
-    GM_ADDR tiling) {
+    GM_ADDR sumExpLogits, GM_ADDR softmax, GM_ADDR bias, GM_ADDR classWeight, GM_ADDR alpha, GM_ADDR beta,
+    GM_ADDR gamma, GM_ADDR inputGrad, GM_ADDR weightGrad, GM_ADDR workspace, GM_ADDR tiling) {
   KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_MIX_AIC_1_2);
   REGISTER_TILING_DEFAULT(FusedLinearCrossEntropyLossGradTilingData);
   GET_TILING_DATA_WITH_STRUCT(FusedLinearCrossEntropyLossGradTilingData, tilingData, tiling);
@@ -434,12 +440,22 @@ extern "C" __global__ __aicore__ void ascend_ops_fused_linear_cross_entropy_loss
   // workspace + RESERVED_WORKSPACE (16 MiB) whatever its argument, which is what the
   // TilingFunc reserves in front (GetLibApiWorkSpaceSize()).
   GM_ADDR user = GetUserWorkspace(workspace);
-  FLCE_CASE(0, true, half, int32_t)
-  FLCE_CASE(1, false, half, int32_t)
-  FLCE_CASE(2, true, bfloat16_t, int32_t)
-  FLCE_CASE(3, false, bfloat16_t, int32_t)
-  FLCE_CASE(4, true, half, int64_t)
-  FLCE_CASE(5, false, half, int64_t)
-  FLCE_CASE(6, true, bfloat16_t, int64_t)
-  FLCE_CASE(7, false, bfloat16_t, int64_t)
+  const GOptions options{bias, classWeight, alpha, beta, gamma, tilingData.options, tilingData.logitScale,
+                         tilingData.softcap};
+  FLCE_CASE(0, true, half, int32_t, false)
+  FLCE_CASE(1, false, half, int32_t, false)
+  FLCE_CASE(2, true, bfloat16_t, int32_t, false)
+  FLCE_CASE(3, false, bfloat16_t, int32_t, false)
+  FLCE_CASE(4, true, half, int64_t, false)
+  FLCE_CASE(5, false, half, int64_t, false)
+  FLCE_CASE(6, true, bfloat16_t, int64_t, false)
+  FLCE_CASE(7, false, bfloat16_t, int64_t, false)
+  FLCE_CASE(8, true, half, int32_t, true)
+  FLCE_CASE(9, false, half, int32_t, true)
+  FLCE_CASE(10, true, bfloat16_t, int32_t, true)
+  FLCE_CASE(11, false, bfloat16_t, int32_t, true)
+  FLCE_CASE(12, true, half, int64_t, true)
+  FLCE_CASE(13, false, half, int64_t, true)
+  FLCE_CASE(14, true, bfloat16_t, int64_t, true)
+  FLCE_CASE(15, false, bfloat16_t, int64_t, true)
 }

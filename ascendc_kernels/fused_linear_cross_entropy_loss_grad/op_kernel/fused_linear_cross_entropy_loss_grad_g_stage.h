@@ -9,6 +9,20 @@
 // row chunks). It is the one place for per-element and per-row terms of the loss: a new
 // option reads its per-row scalars in Row() and applies itself in Apply().
 //
+// With the loss options (kOptions, tiling key bit 8; SPEC §7, as the CPU option stage
+// op_plugin/csrc/cpu/cross_entropy/logit_options.h computes them), per row:
+//
+//   y_j  = cap·tanh(s·(raw_j + b_j)/cap)   (memory-saving: raw = the logits block; no soft-cap:
+//          s·(raw_j + b_j); high-performance mode starts from P, where these are done)
+//   P_j  = exp(y_j − logits_max[i]) / sum_exp_logits[i]
+//   dy_j = alpha[i]·P_j − beta[i]·[j == t] − gamma[i]·w_j       (w_j = 1 without class weights)
+//   G_j  = cast(s·(1 − (y_j/cap)²)·dy_j)                        (no soft-cap: s·dy_j)
+//
+// alpha, beta, gamma [BT] replace grad (the host folds the upstream gradient, the
+// reduction, label smoothing and z-loss into them); the plain kernel (kOptions false)
+// compiles none of this. tanh(u) = 1 − 2/(exp(2u) + 1) (Exp, Adds, Div: the basic API;
+// exp overflowing to +inf gives 1, underflowing to 0 gives −1, as tanh).
+//
 // Targets: a row that is not masked must have its target in [0, V). One that is not is
 // computed as masked (nothing indexes with it) and reported: the first such row this vector
 // core saw goes to the workspace, and the host raises naming it (SPEC §1, as the CPU path).
@@ -25,11 +39,25 @@ using namespace AscendC;
 struct GRowScalars {
   float negMax;    // −logits_max[i] (memory-saving)
   float invSum;    // 1 / sum_exp_logits[i] (memory-saving)
-  float grad;      // grad[i]
+  float grad;      // grad[i]; with the options alpha[i]
+  float beta;      // with the options: beta[i] (the one-hot's coefficient), else grad[i]
+  float gamma;     // with the options: gamma[i] (the class weights' coefficient), else 0
   int64_t target;  // the column holding the −1, or −1 when masked
 };
 
-template <typename T, typename TTarget, bool kFromLogits>
+// The loss options' operands (kOptions): GM addresses and the tiling's values.
+struct GOptions {
+  // One declaration each: GM_ADDR may be a macro (`uint8_t*`), which binds to the first name only.
+  GM_ADDR bias;
+  GM_ADDR classWeight;
+  GM_ADDR alpha;
+  GM_ADDR beta;
+  GM_ADDR gamma;
+  uint32_t flags;  // FlceOption bits
+  float logitScale, softcap;
+};
+
+template <typename T, typename TTarget, bool kFromLogits, bool kOptions = false>
 class GStage {
  public:
   __aicore__ inline void Init(GM_ADDR grad, GM_ADDR targetMask, GM_ADDR maskedTarget, GM_ADDR logitsMax,
@@ -41,6 +69,47 @@ class GStage {
     if constexpr (kFromLogits) {
       maxGm_.SetGlobalBuffer((__gm__ float*)logitsMax, bt);
       sumGm_.SetGlobalBuffer((__gm__ float*)sumExpLogits, bt);
+    }
+  }
+
+  // The options' operands and UB: `cols` columns at most per Apply (colBlock, or chunkCols).
+  __aicore__ inline void InitOptions(TPipe& pipe, const GOptions& o, uint64_t bt, uint32_t cols) {
+    if constexpr (kOptions) {
+      o_ = o;
+      alphaGm_.SetGlobalBuffer((__gm__ float*)o.alpha, bt);
+      betaGm_.SetGlobalBuffer((__gm__ float*)o.beta, bt);
+      gammaGm_.SetGlobalBuffer((__gm__ float*)o.gamma, bt);
+      if (o.flags & 2u) biasGm_.SetGlobalBuffer((__gm__ float*)o.bias, v_);           // kFlceOptBias
+      if (o.flags & 4u) weightGm_.SetGlobalBuffer((__gm__ float*)o.classWeight, v_);  // kFlceOptClassWeight
+      const uint32_t bytes = (cols + 7) / 8 * 8 * sizeof(float);
+      // Only the buffers this call's options use (the tiling counts them in UB).
+      if (kFromLogits && (o.flags & 2u)) pipe.InitBuffer(biasBuf_, bytes);
+      if (o.flags & 4u) pipe.InitBuffer(weightBuf_, bytes);
+      if (o.flags & 8u) pipe.InitBuffer(tanhBuf_, bytes);
+      if (o.flags & 12u) pipe.InitBuffer(scratchBuf_, bytes);
+      loadedCol0_ = ~uint64_t(0);
+    }
+  }
+
+  // Loads the bias and class weights of columns [col0, col0 + cols) into UB, unless they
+  // are there already (memory-saving: once per logits task; high-performance: per chunk).
+  __aicore__ inline void LoadColumns(uint64_t col0, uint32_t cols) {
+    if constexpr (kOptions) {
+      const uint32_t wanted = kFromLogits ? 6u : 4u;  // high-performance mode: the softmax has the bias
+      if ((o_.flags & wanted) == 0 || (col0 == loadedCol0_ && cols == loadedCols_)) return;
+      // The previous tile's vector work reads these buffers: it is done before MTE2 rewrites them.
+      const TEventID vToMte2 = GetTPipePtr()->FetchEventID(HardEvent::V_MTE2);
+      SetFlag<HardEvent::V_MTE2>(vToMte2);
+      WaitFlag<HardEvent::V_MTE2>(vToMte2);
+      DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
+      const DataCopyExtParams in(1, cols * sizeof(float), 0, 0, 0);
+      if (kFromLogits && (o_.flags & 2u)) DataCopyPad(biasBuf_.Get<float>(), biasGm_[col0], in, pad);
+      if (o_.flags & 4u) DataCopyPad(weightBuf_.Get<float>(), weightGm_[col0], in, pad);
+      const TEventID mte2ToV = GetTPipePtr()->FetchEventID(HardEvent::MTE2_V);
+      SetFlag<HardEvent::MTE2_V>(mte2ToV);
+      WaitFlag<HardEvent::MTE2_V>(mte2ToV);
+      loadedCol0_ = col0;
+      loadedCols_ = cols;
     }
   }
 
@@ -62,6 +131,14 @@ class GStage {
       r.negMax = 0.0f;
       r.invSum = 1.0f;
     }
+    if constexpr (kOptions) {
+      r.grad = alphaGm_.GetValue(row);
+      r.beta = betaGm_.GetValue(row);
+      r.gamma = gammaGm_.GetValue(row);
+    } else {
+      r.beta = r.grad;
+      r.gamma = 0.0f;
+    }
     return r;
   }
 
@@ -70,6 +147,10 @@ class GStage {
   __aicore__ inline void Apply(const LocalTensor<float>& p, const LocalTensor<T>& g, uint32_t cols, uint64_t col0,
                                const GRowScalars& r) {
     const int32_t n = static_cast<int32_t>(cols);
+    if constexpr (kOptions) {
+      ApplyOptions(p, g, cols, col0, r);
+      return;
+    }
     if constexpr (kFromLogits) {
       Adds(p, p, r.negMax, n);
       Exp(p, p, n);
@@ -89,6 +170,59 @@ class GStage {
     Cast(g, p, RoundMode::CAST_RINT, cols);
   }
 
+  // The options' form of Apply (the top's formulas); LoadColumns(col0, cols) came first.
+  __aicore__ inline void ApplyOptions(const LocalTensor<float>& p, const LocalTensor<T>& g, uint32_t cols,
+                                      uint64_t col0, const GRowScalars& r) {
+    const int32_t n = static_cast<int32_t>(cols);
+    const bool softcap = (o_.flags & 8u) != 0, scaled = (o_.flags & 16u) != 0;
+    LocalTensor<float> t;
+    if (softcap) t = tanhBuf_.Get<float>();
+    if constexpr (kFromLogits) {
+      if (o_.flags & 2u) Add(p, p, biasBuf_.Get<float>(), n);
+      if (scaled) Muls(p, p, o_.logitScale, n);
+      if (softcap) {  // t = tanh(p / cap) = 1 − 2/(exp(2p/cap) + 1); y = cap·t
+        LocalTensor<float> two = scratchBuf_.Get<float>();
+        Muls(t, p, 2.0f / o_.softcap, n);
+        Exp(t, t, n);
+        Adds(t, t, 1.0f, n);
+        Duplicate(two, 2.0f, n);
+        Div(t, two, t, n);
+        Muls(t, t, -1.0f, n);
+        Adds(t, t, 1.0f, n);
+        Muls(p, t, o_.softcap, n);
+      }
+      Adds(p, p, r.negMax, n);
+      Exp(p, p, n);
+      Muls(p, p, r.invSum, n);
+    }
+    Muls(p, p, r.grad, n);  // alpha·P
+    if (r.target >= static_cast<int64_t>(col0) && r.target < static_cast<int64_t>(col0 + cols)) {
+      const uint32_t at = static_cast<uint32_t>(r.target - static_cast<int64_t>(col0));
+      const TEventID vToS = GetTPipePtr()->FetchEventID(HardEvent::V_S);
+      SetFlag<HardEvent::V_S>(vToS);
+      WaitFlag<HardEvent::V_S>(vToS);
+      p.SetValue(at, p.GetValue(at) - r.beta);
+      const TEventID sToV = GetTPipePtr()->FetchEventID(HardEvent::S_V);
+      SetFlag<HardEvent::S_V>(sToV);
+      WaitFlag<HardEvent::S_V>(sToV);
+    }
+    if (o_.flags & 4u) {  // − gamma·w_j
+      LocalTensor<float> gw = scratchBuf_.Get<float>();
+      Muls(gw, weightBuf_.Get<float>(), -r.gamma, n);
+      Add(p, p, gw, n);
+    } else {
+      Adds(p, p, -r.gamma, n);
+    }
+    if (softcap) {  // · (1 − t²)
+      Mul(t, t, t, n);
+      Muls(t, t, -1.0f, n);
+      Adds(t, t, 1.0f, n);
+      Mul(p, p, t, n);
+    }
+    if (scaled) Muls(p, p, o_.logitScale, n);
+    Cast(g, p, RoundMode::CAST_RINT, cols);
+  }
+
   // The first row with an unmasked target outside [0, V) this core checked, or −1.
   __aicore__ inline int64_t FirstBadRow() const { return firstBadRow_; }
 
@@ -96,6 +230,12 @@ class GStage {
   uint64_t v_ = 0;
   int64_t firstBadRow_ = -1;
   GlobalTensor<float> gradGm_, maxGm_, sumGm_;
+  // The options (kOptions).
+  GOptions o_{};
+  GlobalTensor<float> alphaGm_, betaGm_, gammaGm_, biasGm_, weightGm_;
+  TBuf<TPosition::VECCALC> biasBuf_, weightBuf_, tanhBuf_, scratchBuf_;
+  uint64_t loadedCol0_ = 0;
+  uint32_t loadedCols_ = 0;
   GlobalTensor<uint8_t> maskGm_;
   GlobalTensor<TTarget> targetGm_;
 };

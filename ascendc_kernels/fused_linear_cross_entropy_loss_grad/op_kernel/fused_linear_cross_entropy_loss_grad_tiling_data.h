@@ -6,6 +6,15 @@
 
 #include "kernel_tiling/kernel_tiling.h"  // AscendC::tiling::TCubeTiling (CANN's, or the simulator's)
 
+// FusedLinearCrossEntropyLossGradTilingData::options bits.
+enum FlceOption : uint32_t {
+  kFlceOptCoefficients = 1,  // options on: alpha, beta, gamma given (the others need it)
+  kFlceOptBias = 2,          // bias [V] given (memory-saving: added to the recomputed logits)
+  kFlceOptClassWeight = 4,   // class_weight [V] given (gamma term gamma·w_j, else gamma)
+  kFlceOptSoftcap = 8,       // softcap > 0 (memory-saving only: needs the logits)
+  kFlceOptScale = 16,        // logitScale != 1
+};
+
 struct FusedLinearCrossEntropyLossGradTilingData {
   uint64_t bt, h, v;
   uint64_t rowBlocks, colBlocks;  // ceil(BT / rowBlock), ceil(V / colBlock): the logits tasks' grid
@@ -24,7 +33,12 @@ struct FusedLinearCrossEntropyLossGradTilingData {
   uint32_t gTileRows;             // memory-saving: rows of a logits block one AIV turns into G per UB tile
   uint32_t chunkCols;             // high-performance: softmax columns per UB chunk of the G pass
   uint32_t castRows, castCols;    // accumulator tile of the final cast (memory-saving)
-  uint32_t reserved;
+  // The loss options (SPEC §7; key bit 8, FlceOption bits below; 0 for the plain op): G
+  // from the per-row coefficients alpha, beta, gamma [BT] instead of grad, the logits
+  // recomputed with bias, logitScale and softcap (memory-saving), the class weights in the
+  // gamma term and the soft-cap / scale derivative (…_g_stage.h).
+  uint32_t options;
+  float logitScale, softcap;      // softcap: the cap (> 0) when kFlceOptSoftcap
   // User workspace (bytes from GetUserWorkspace): per cube core a ring of two fp32 logits
   // slots (memory-saving), then two window G buffers (gWindowBytes each, row pitch
   // windowColBlocks x colBlock), then the fp32 accumulators [BT, H] (input_grad) and [V, H]

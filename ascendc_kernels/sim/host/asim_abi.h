@@ -40,6 +40,15 @@ struct AsimFlceArgs {
   uint32_t ai_cores;            // cube cores (2 vector cores each); 0: the platform's
   int check_determinism;        // run the launch twice (schedule seeds 0 and 1), compare the outputs
   uint64_t schedule_seed;       // thread-start and atomic-add order (~0: a new seed per launch)
+  // The loss options (SPEC §7; all null: the plain op): the per-row coefficients replace
+  // grad; bias and class_weight are optional beside them; logit_scale 1 and softcap 0 are none.
+  const float* bias;            // [V] or null
+  const float* class_weight;    // [V] or null
+  const float* alpha;           // [BT] or null
+  const float* beta;            // [BT] or null
+  const float* gamma;           // [BT] or null
+  float logit_scale;
+  float softcap;
 };
 
 // The tiling functions' results (tiling_abi.cpp, for tests/test_ascendc_tiling.py).

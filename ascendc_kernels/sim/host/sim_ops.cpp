@@ -22,7 +22,9 @@ extern "C" void ascend_ops_batch_norm_reduce_backward(GM_ADDR gradOut, GM_ADDR i
 extern "C" void ascend_ops_fused_linear_cross_entropy_loss_grad(GM_ADDR grad, GM_ADDR input, GM_ADDR weight,
                                                                 GM_ADDR targetMask, GM_ADDR maskedTarget,
                                                                 GM_ADDR logitsMax, GM_ADDR sumExpLogits,
-                                                                GM_ADDR softmax, GM_ADDR inputGrad, GM_ADDR weightGrad,
+                                                                GM_ADDR softmax, GM_ADDR bias, GM_ADDR classWeight,
+                                                                GM_ADDR alpha, GM_ADDR beta, GM_ADDR gamma,
+                                                                GM_ADDR inputGrad, GM_ADDR weightGrad,
                                                                 GM_ADDR workspace, GM_ADDR tiling);
 
 namespace akn = ascend_ops_kernels;
@@ -203,7 +205,8 @@ static void CheckFlceHostTiling(const AsimFlceArgs& a, const FusedLinearCrossEnt
     fail("it is for BT, H, V = " + std::to_string(d.bt) + ", " + std::to_string(d.h) + ", " + std::to_string(d.v) +
          ", the call has " + std::to_string(a.bt) + ", " + std::to_string(a.h) + ", " + std::to_string(a.v));
   const uint32_t mode = a.softmax ? akn::kHighPerformance : akn::kMemorySaving;
-  const uint64_t expected_key = mode + 2 * (a.dtype == akn::kBFloat16) + 4 * (a.target64 != 0);
+  const uint64_t expected_key =
+      mode + 2 * (a.dtype == akn::kBFloat16) + 4 * (a.target64 != 0) + 8 * (a.alpha != nullptr);
   if (d.mode != mode || key != expected_key)
     fail("tiling key " + std::to_string(key) + " / mode " + std::to_string(d.mode) + ", the call needs key " +
          std::to_string(expected_key));
@@ -259,6 +262,13 @@ int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args,
         Input(a.weight, a.v * a.h * e, "weight"), Input(mask, mask_bytes, "target_mask"),
         Input(a.masked_target, a.bt * (a.target64 ? 8 : 4), "masked_target"),
         Output(a.input_grad, a.bt * a.h * e, "input_grad"), Output(a.weight_grad, a.v * a.h * e, "weight_grad")};
+    if (a.alpha) {  // the loss options' inputs
+      regions.push_back(Input(a.alpha, a.bt * 4, "alpha"));
+      regions.push_back(Input(a.beta, a.bt * 4, "beta"));
+      regions.push_back(Input(a.gamma, a.bt * 4, "gamma"));
+      if (a.bias) regions.push_back(Input(a.bias, a.v * 4, "bias"));
+      if (a.class_weight) regions.push_back(Input(a.class_weight, a.v * 4, "class_weight"));
+    }
     if (a.softmax) {
       // High-performance mode writes G over the softmax (each row into the first half of its own).
       regions.push_back(Output(a.softmax, a.bt * a.v * 4, "softmax"));
@@ -273,7 +283,8 @@ int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args,
     const sim::LaunchCounters counters = ICPU_RUN_KF(
         ascend_ops_fused_linear_cross_entropy_loss_grad, block_dim, (GM_ADDR)a.grad, (GM_ADDR)a.input, (GM_ADDR)a.weight,
         (GM_ADDR)mask, (GM_ADDR)a.masked_target, (GM_ADDR)a.logits_max, (GM_ADDR)a.sum_exp_logits,
-        (GM_ADDR)a.softmax, (GM_ADDR)a.input_grad, (GM_ADDR)a.weight_grad, (GM_ADDR)workspace,
+        (GM_ADDR)a.softmax, (GM_ADDR)a.bias, (GM_ADDR)a.class_weight, (GM_ADDR)a.alpha, (GM_ADDR)a.beta,
+        (GM_ADDR)a.gamma, (GM_ADDR)a.input_grad, (GM_ADDR)a.weight_grad, (GM_ADDR)workspace,
         reinterpret_cast<GM_ADDR>(&tiling));
     Accumulate(t_counters, counters);
     // The kernel's report: per vector core the first row whose unmasked target lies outside

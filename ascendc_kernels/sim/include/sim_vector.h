@@ -125,6 +125,10 @@ template <typename T>
 void Mul(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count) {
   sim::Binary("Mul", dst, src0, src1, count, [](float x, float y) { return x * y; });
 }
+template <typename T>
+void Div(const LocalTensor<T>& dst, const LocalTensor<T>& src0, const LocalTensor<T>& src1, const int32_t& count) {
+  sim::Binary("Div", dst, src0, src1, count, [](float x, float y) { return x / y; });
+}
 template <typename T, typename U>
 void Adds(const LocalTensor<T>& dst, const LocalTensor<T>& src, const U& scalarValue, const int32_t& count) {
   {

@@ -11,6 +11,8 @@
 //   - BT == 0 (or H == 0, V == 0): the op leaves its outputs unwritten, we zero them;
 //   - internal formats (an NZ weight) cast to ND; strided views passed as they are to
 //     CANN's built-in (it makes them contiguous itself), made contiguous for our package.
+#include <cmath>
+
 #include "aclnn_call.h"
 #include "builtin_limits.h"
 #include "npu_tensors.h"
@@ -84,10 +86,13 @@ std::tuple<at::Tensor, at::Tensor> run_flce_grad(
     max_c = as_aclnn_optional(logits_max, strides);
     sum_c = as_aclnn_optional(sum_exp_logits, strides);
   }
-  if (op.custom) {  // the generated API: the attribute (a double) after the inputs
+  if (op.custom) {  // the generated API: the attributes (doubles) after the inputs
+    std::optional<at::Tensor> no_option;  // SPEC §1's op: none of the loss options
+    double logit_scale = 1.0, softcap = 0.0;
     run_aclnn<FlceGradCustomPhase1>(op, nullptr, grad_c, input_c, weight_c, mask, target,
-                                    max_c, sum_c, softmax_c, label_smoothing, input_grad,
-                                    weight_grad);
+                                    max_c, sum_c, softmax_c, no_option, no_option, no_option,
+                                    no_option, no_option, label_smoothing, logit_scale, softcap,
+                                    input_grad, weight_grad);
   } else {
     float smoothing = static_cast<float>(label_smoothing);  // the built-in takes a float
     run_aclnn<FlceGradPhase1>(op, flce_grad_builtin_hint(), grad_c, input_c, weight_c, mask,
@@ -117,6 +122,80 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_custom(
   return run_flce_grad(k_fused_linear_cross_entropy_loss_grad_custom, grad, input, weight,
                        target_mask, masked_target, label_smoothing, logits_max,
                        sum_exp_logits, softmax, scratch_bytes);
+}
+
+// The npu_custom backward of linear_cross_entropy with loss options (SPEC §7;
+// python/ascend_ops/npu/options_support.py, ADAPTER_ENTRY): our op package in
+// memory-saving mode with the per-row coefficients alpha, beta, gamma [BT] (fp32, for
+// grad), this shard's bias and class_weight [V] (fp32, or None) and the attributes
+// logit_scale and softcap (0: none). target_mask is SPEC §1's (bool or packed uint8),
+// logits_max and sum_exp_logits the forward's global row statistics. Returns
+// (input_grad, weight_grad); the bias gradient is the caller's (options_support).
+std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_options_custom(
+    const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target_mask,
+    const at::Tensor& masked_target, const at::Tensor& logits_max,
+    const at::Tensor& sum_exp_logits, const at::Tensor& alpha, const at::Tensor& beta,
+    const at::Tensor& gamma, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& class_weight, double logit_scale, double softcap) {
+  const AclnnOp& op = k_fused_linear_cross_entropy_loss_grad_custom;
+  // SPEC §1's checks with alpha in grad's place (fp32 [BT], like beta and gamma).
+  check_fused_linear_cross_entropy_loss_grad(alpha, input, weight, target_mask, masked_target,
+                                             0.0, logits_max, sum_exp_logits, std::nullopt,
+                                             /*check_values=*/false);
+  const int64_t bt = input.size(0), vocab = weight.size(0);
+  const auto check_vector = [](const at::Tensor& t, int64_t n, const char* name) {
+    TORCH_CHECK(t.scalar_type() == at::kFloat && t.dim() == 1 && t.size(0) == n,
+                "fused_linear_cross_entropy_loss_grad_options_custom: ", name,
+                " must be float32 of shape [", n, "], got ", t.scalar_type(), " of shape ",
+                t.sizes());
+    TORCH_CHECK(t.device() == c10::Device(c10::DeviceType::PrivateUse1, t.device().index()),
+                "fused_linear_cross_entropy_loss_grad_options_custom: ", name,
+                " must be on the NPU, got ", t.device());
+  };
+  check_vector(beta, bt, "beta");
+  check_vector(gamma, bt, "gamma");
+  if (bias.has_value()) check_vector(*bias, vocab, "bias");
+  if (class_weight.has_value()) check_vector(*class_weight, vocab, "class_weight");
+  TORCH_CHECK(std::isfinite(logit_scale),
+              "fused_linear_cross_entropy_loss_grad_options_custom: logit_scale must be finite, got ",
+              logit_scale);
+  TORCH_CHECK(softcap == 0.0 || (std::isfinite(softcap) && softcap > 0.0),
+              "fused_linear_cross_entropy_loss_grad_options_custom: softcap must be 0 (none) or a "
+              "finite cap > 0, got ", softcap);
+  const c10_npu::NPUGuard guard(input.device());
+  at::Tensor input_grad = at::empty(input.sizes(), input.options());     // [BT, H]
+  at::Tensor weight_grad = at::empty(weight.sizes(), weight.options());  // [V, H]
+  if (input.numel() == 0 || weight.numel() == 0) {
+    input_grad.zero_();
+    weight_grad.zero_();
+    return {input_grad, weight_grad};
+  }
+  const Strides strides = Strides::kContiguousOnly;
+  at::Tensor mask = target_mask.scalar_type() == at::kBool ? pack_bool_mask(target_mask)
+                                                           : as_aclnn_input(target_mask, strides);
+  at::Tensor target = as_aclnn_input(masked_target, strides);
+  check_targets(mask, target, vocab);
+  MaskedTargets folded = fold_target_range(mask, target, vocab);
+  mask = folded.mask;
+  target = folded.target;
+  at::Tensor alpha_c = as_aclnn_input(alpha, strides);
+  at::Tensor input_c = as_aclnn_input(input, strides);
+  at::Tensor weight_c = as_aclnn_input(weight, strides);
+  std::optional<at::Tensor> max_c = as_aclnn_input(logits_max, strides);
+  std::optional<at::Tensor> sum_c = as_aclnn_input(sum_exp_logits, strides);
+  std::optional<at::Tensor> softmax_c;  // memory-saving mode: the logits are recomputed
+  std::optional<at::Tensor> bias_c = as_aclnn_optional(bias, strides);
+  std::optional<at::Tensor> weight_class_c = as_aclnn_optional(class_weight, strides);
+  std::optional<at::Tensor> alpha_o = alpha_c;
+  std::optional<at::Tensor> beta_c = as_aclnn_input(beta, strides);
+  std::optional<at::Tensor> gamma_c = as_aclnn_input(gamma, strides);
+  double label_smoothing = 0.0;  // smoothing comes in through gamma
+  // The kernel reads alpha for grad; grad itself is required by the op's signature.
+  run_aclnn<FlceGradCustomPhase1>(op, nullptr, alpha_c, input_c, weight_c, mask, target, max_c,
+                                  sum_c, softmax_c, bias_c, weight_class_c, alpha_o, beta_c,
+                                  gamma_c, label_smoothing, logit_scale, softcap, input_grad,
+                                  weight_grad);
+  return {input_grad, weight_grad};
 }
 
 }  // namespace ascend_ops::npu

@@ -8,6 +8,18 @@
 
 #include <torch/extension.h>
 
+namespace ascend_ops::npu {
+// Not one of the yaml's operators (no CPU kernel, no dispatcher entry): the npu_custom
+// backward of linear_cross_entropy's loss options calls it directly
+// (FusedLinearCrossEntropyLossGradKernelNpuOpApi.cpp).
+std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_options_custom(
+    const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target_mask,
+    const at::Tensor& masked_target, const at::Tensor& logits_max,
+    const at::Tensor& sum_exp_logits, const at::Tensor& alpha, const at::Tensor& beta,
+    const at::Tensor& gamma, const std::optional<at::Tensor>& bias,
+    const std::optional<at::Tensor>& class_weight, double logit_scale, double softcap);
+}  // namespace ascend_ops::npu
+
 #define ASCEND_OPS_STR2(x) #x
 #define ASCEND_OPS_STR(x) ASCEND_OPS_STR2(x)
 
@@ -56,6 +68,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         // GIL and throw (OpParamMaker.cpp:251-258), which entered with it held aborts the
         // interpreter on a failed launch with TASK_QUEUE_ENABLE=0.
         py::call_guard<py::gil_scoped_release>());
+  // linear_cross_entropy's loss options in the npu_custom backward (options_support.py).
+  m.def("fused_linear_cross_entropy_loss_grad_options_custom",
+        &npu::fused_linear_cross_entropy_loss_grad_options_custom, py::arg("input"),
+        py::arg("weight"), py::arg("target_mask"), py::arg("masked_target"),
+        py::arg("logits_max"), py::arg("sum_exp_logits"), py::arg("alpha"), py::arg("beta"),
+        py::arg("gamma"), py::arg("bias"), py::arg("class_weight"), py::arg("logit_scale"),
+        py::arg("softcap"), py::call_guard<py::gil_scoped_release>());
   m.def("batch_norm_reduce_backward_custom", &npu::batch_norm_reduce_backward_custom,
         py::arg("grad_out"), py::arg("input"), py::arg("mean"), py::arg("invstd"),
         py::arg("weight"), py::arg("input_g"), py::arg("weight_g"), py::arg("bias_g"),

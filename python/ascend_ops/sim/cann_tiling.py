@@ -31,7 +31,8 @@ class _Request(ctypes.Structure):
     """CannFlceRequest (ascendc_kernels/cann_host/flce_tiling_host.cpp)."""
     _fields_ = [("bt", ctypes.c_uint64), ("h", ctypes.c_uint64), ("v", ctypes.c_uint64), ("dtype", ctypes.c_uint32),
                 ("inputs", ctypes.c_uint32), ("target64", ctypes.c_int32), ("labelSmoothing", ctypes.c_float),
-                ("aiCores", ctypes.c_uint32), ("soc", ctypes.c_char * 32)]
+                ("aiCores", ctypes.c_uint32), ("soc", ctypes.c_char * 32), ("logitScale", ctypes.c_float),
+                ("softcap", ctypes.c_float)]
 
 
 class _Result(ctypes.Structure):
@@ -92,13 +93,16 @@ def _library() -> ctypes.CDLL:
 
 def flce_tiling(bt: int, h: int, v: int, *, bf16: bool, mode: int, target64: bool = False,
                 label_smoothing: float = 0.0, ai_cores: int = 0, soc: str = "Ascend910B",
-                inputs: int | None = None) -> FlceTilingFuncResult:
+                inputs: int | None = None, options: int = 0, logit_scale: float = 1.0,
+                softcap: float = 0.0) -> FlceTilingFuncResult:
     """Calls the FLCE TilingFunc for these shapes (mode 0: logits_max and sum_exp_logits
     given, 1: softmax given; `inputs` overrides which optional inputs are present, bits 1,
-    2, 4) on `soc` with `ai_cores` cores (0: the SoC table's)."""
-    present = (3 if mode == 0 else 4) if inputs is None else inputs
+    2, 4) on `soc` with `ai_cores` cores (0: the SoC table's). `options`: the loss options'
+    optional inputs present besides (8 bias, 16 class_weight, 32 alpha, 64 beta, 128
+    gamma), with the attributes `logit_scale` and `softcap`."""
+    present = ((3 if mode == 0 else 4) if inputs is None else inputs) | options
     request = _Request(bt, h, v, 2 if bf16 else 1, present, int(target64), label_smoothing, ai_cores,
-                       soc.encode())
+                       soc.encode(), logit_scale, softcap)
     result = _Result()
     if _library().cann_flce_tiling(ctypes.byref(request), ctypes.byref(result)) != 0:
         raise ValueError(result.log.decode())

@@ -57,7 +57,9 @@ class _FlceArgs(ctypes.Structure):
                 ("masked_target", _vp), ("logits_max", _vp), ("sum_exp_logits", _vp), ("softmax", _vp),
                 ("input_grad", _vp), ("weight_grad", _vp), ("bt", _u64), ("h", _u64), ("v", _u64),
                 ("dtype", _u32), ("mask_packed", _int), ("target64", _int), ("ai_cores", _u32),
-                ("check_determinism", _int), ("schedule_seed", _u64)]
+                ("check_determinism", _int), ("schedule_seed", _u64), ("bias", _vp), ("class_weight", _vp),
+                ("alpha", _vp), ("beta", _vp), ("gamma", _vp), ("logit_scale", ctypes.c_float),
+                ("softcap", ctypes.c_float)]
 
 
 class BnTilingData(ctypes.Structure):
@@ -95,7 +97,8 @@ class FlceTilingData(ctypes.Structure):
                 ("rowBlock", _u32), ("colBlock", _u32), ("cubeCores", _u32), ("mode", _u32),
                 ("windowRowBlocks", _u32), ("windowColBlocks", _u32), ("windowRows", _u64), ("windowCols", _u64),
                 ("windows", _u64), ("tileM", _u32), ("tileN", _u32), ("hTiles", _u64), ("groupRowBlocks", _u32),
-                ("gTileRows", _u32), ("chunkCols", _u32), ("castRows", _u32), ("castCols", _u32), ("reserved", _u32),
+                ("gTileRows", _u32), ("chunkCols", _u32), ("castRows", _u32), ("castCols", _u32), ("options", _u32),
+                ("logitScale", ctypes.c_float), ("softcap", ctypes.c_float),
                 ("ringBytes", _u64), ("logitsSlotBytes", _u64), ("gOffset", _u64), ("gWindowBytes", _u64),
                 ("accOffset", _u64), ("reportOffset", _u64), ("userWorkspaceBytes", _u64),
                 ("logitsMm", FlceMatmulTiling), ("inputGradMm", FlceMatmulTiling),
@@ -280,13 +283,15 @@ NEW_SEED_PER_LAUNCH = 2**64 - 1
 def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, masked_target, label_smoothing=0.0,
                                          logits_max=None, sum_exp_logits=None, softmax=None,
                                          *, ai_cores: int = 0, check_determinism: bool = False,
-                                         schedule_seed: int = NEW_SEED_PER_LAUNCH):
+                                         schedule_seed: int = NEW_SEED_PER_LAUNCH, options: FlceOptions | None = None):
     """SPEC §1 on the simulator (one MIX launch, `ai_cores` cube cores with 2 vector cores
     each; 0: the platform's 24); the caller has validated the arguments.
     `check_determinism`: run the launch twice from the same inputs with opposite thread-start
     and atomic-add orders and raise SimulatorError unless the outputs are bitwise equal;
     `schedule_seed` picks those orders for a single run. High-performance mode writes G
-    over `softmax` (each row into the first half of its own bytes), as CANN's op does."""
+    over `softmax` (each row into the first half of its own bytes), as CANN's op does.
+    `options`: the loss options of SPEC §7 (FlceOptions; its alpha, beta, gamma replace
+    grad), as the npu_custom backward passes them."""
     del label_smoothing  # validated to be 0.0
     lib = library()
     bt, h = input.shape
@@ -294,17 +299,21 @@ def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, maske
     contiguous = [None if t is None else t.contiguous() for t in
                   (grad, input, weight, target_mask, masked_target, logits_max, sum_exp_logits, softmax)]
     grad, input, weight, target_mask, masked_target, logits_max, sum_exp_logits, softmax = contiguous
+    o = options.contiguous() if options is not None else None
     input_grad = torch.empty(bt, h, dtype=input.dtype)
     weight_grad = torch.empty(v, h, dtype=input.dtype)
     args = _FlceArgs(
         _ptr(grad), _ptr(input), _ptr(weight), _ptr(target_mask), target_mask.numel(), _ptr(masked_target),
         _ptr(logits_max), _ptr(sum_exp_logits), _ptr(softmax), _ptr(input_grad), _ptr(weight_grad),
         bt, h, v, _DTYPE_CODE[input.dtype], target_mask.dtype == torch.uint8,
-        masked_target.dtype == torch.int64, ai_cores, int(check_determinism), schedule_seed)
+        masked_target.dtype == torch.int64, ai_cores, int(check_determinism), schedule_seed,
+        *((_ptr(o.bias), _ptr(o.class_weight), _ptr(o.alpha), _ptr(o.beta), _ptr(o.gamma), o.logit_scale,
+           o.softcap) if o is not None else (None, None, None, None, None, 1.0, 0.0)))
     if bt == 0 or h == 0 or v == 0:  # nothing to launch: both outputs zero (the NPU adapter does not call the op)
         _check(lib.asim_fused_linear_cross_entropy_loss_grad(ctypes.byref(args), None, 0, 0, 0, None, 0))
         return input_grad, weight_grad
-    tiling = flce_tiling_func(bt, h, v, input.dtype, softmax is None, masked_target.dtype == torch.int64, ai_cores)
+    tiling = flce_tiling_func(bt, h, v, input.dtype, softmax is None, masked_target.dtype == torch.int64, ai_cores,
+                              options=o)
     workspace = torch.empty(tiling.workspace_bytes, dtype=torch.uint8)
     _check(lib.asim_fused_linear_cross_entropy_loss_grad(
         ctypes.byref(args), ctypes.byref(flce_tiling_data(tiling)), tiling.tiling_key, tiling.block_dim, tiling.workspace_bytes,
@@ -312,13 +321,42 @@ def fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, maske
     return input_grad, weight_grad
 
 
+@dataclass(frozen=True)
+class FlceOptions:
+    """The loss options' operands of one FLCE launch (SPEC §7): alpha, beta, gamma fp32
+    [BT] (they replace grad), bias and class_weight fp32 [V] or None, the logit scale and
+    the soft-cap (0: none)."""
+
+    alpha: torch.Tensor
+    beta: torch.Tensor
+    gamma: torch.Tensor
+    bias: torch.Tensor | None = None
+    class_weight: torch.Tensor | None = None
+    logit_scale: float = 1.0
+    softcap: float = 0.0
+
+    def contiguous(self) -> "FlceOptions":
+        def c(t):
+            return None if t is None else t.float().contiguous()
+        return FlceOptions(c(self.alpha), c(self.beta), c(self.gamma), c(self.bias), c(self.class_weight),
+                           float(self.logit_scale), float(self.softcap))
+
+    @property
+    def input_bits(self) -> int:
+        """The optional inputs present, as the TilingFunc's request counts them."""
+        return 32 | 64 | 128 | (8 if self.bias is not None else 0) | (16 if self.class_weight is not None else 0)
+
+
 def flce_tiling_func(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving: bool, target64: bool,
-                     ai_cores: int = 0) -> _cann_tiling.FlceTilingFuncResult:
+                     ai_cores: int = 0, options: FlceOptions | None = None) -> _cann_tiling.FlceTilingFuncResult:
     """The FLCE TilingFunc's answer for this call (CANN's Matmul tiling inside), as the
     simulator launches it; raises SimulatorError if the TilingFunc fails, and
     CannTilingUnavailable when it was not built."""
     result = _cann_tiling.flce_tiling(bt, h, v, bf16=dtype == torch.bfloat16, mode=0 if memory_saving else 1,
-                                      target64=target64, ai_cores=ai_cores)
+                                      target64=target64, ai_cores=ai_cores,
+                                      options=options.input_bits if options is not None else 0,
+                                      logit_scale=options.logit_scale if options is not None else 1.0,
+                                      softcap=options.softcap if options is not None else 0.0)
     if not result.ok:
         raise SimulatorError(f"fused_linear_cross_entropy_loss_grad: the TilingFunc failed for BT={bt} H={h} "
                              f"V={v} (GRAPH_FAILED){': ' + result.log.strip() if result.log.strip() else ''}")
