@@ -221,7 +221,17 @@ def test_every_tiling_key_a_kernel_compiles_is_one_its_tiling_can_produce():
     # CANN compiles one binary per key: a key no tiling produces is dead code on the device.
     flce = {flce_tiling(4, 4, 4, dtype=d, mode=m, target64=t).tiling_key
             for d in (1, 2) for m in (0, 1) for t in (False, True)}
-    assert sorted(flce) == _kernel_keys("fused_linear_cross_entropy_loss_grad", "FLCE_CASE") == list(range(8))
+    # The loss options (key bit 8) through the TilingFunc, which reads their inputs.
+    import torch
+
+    from ascend_ops.sim.cann_tiling import unavailable
+
+    if unavailable is None:
+        o = _sim.FlceOptions(torch.ones(4), torch.ones(4), torch.zeros(4))
+        flce |= {_sim.flce_tiling_func(4, 4, 4, dt, ms, t, options=o).tiling_key
+                 for dt in (torch.float16, torch.bfloat16) for ms in (True, False) for t in (False, True)}
+    assert _kernel_keys("fused_linear_cross_entropy_loss_grad", "FLCE_CASE") == list(range(16))
+    assert sorted(flce) == list(range(16 if unavailable is None else 8))
     bn = {bn_tiling(2, 3, 4, d, stat_dtype=sd).tiling_key for d in (0, 1, 2) for sd in (0, 1, 2)}
     assert sorted(bn) == _kernel_keys("batch_norm_reduce_backward", "BN_CASE") == list(range(9))
 

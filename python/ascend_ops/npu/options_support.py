@@ -1,15 +1,18 @@
 """Whether our Ascend C op package can take linear_cross_entropy's loss options (SPEC §7)
-in the backward of the "npu-composition+custom" route (training/routes.py).
+in the backward of the "npu-composition+custom" route (training/routes.py), and that
+backward.
 
 The options' backward needs, beside SPEC §1's tensors, what the CPU kernels' option stage
 takes (op_plugin/csrc/cpu/cross_entropy/logit_options.h): per-row coefficients `alpha`,
 `beta`, `gamma` [BT], this shard's `bias` and `class_weight` [V], and the attributes
-`logit_scale` and `softcap`. An installed package says which it has in its op information
-(op_impl/ai_core/tbe/config/<soc>/aic-<soc>-ops-info.json, one entry per op type, as
-msopgen packages it): the inputs `inputN.name` and the `attr.list` of
-AscendOpsFusedLinearCrossEntropyLossGrad. Today's package (ascendc_kernels/ascend_ops.json)
-declares none of them, and this build of the NPU adapter has no entry point that passes
-them: such a call is refused before any work, naming the option.
+`logit_scale` and `softcap`. Our FLCE kernel takes them in its vector stage
+(ascendc_kernels/…/op_kernel/…_g_stage.h; checked on the simulator,
+tests/test_ascendc_sim_options.py). An installed package says which it has in its op
+information (op_impl/ai_core/tbe/config/<soc>/aic-<soc>-ops-info.json, one entry per op
+type, as msopgen packages it from ascendc_kernels/ascend_ops.json): the inputs
+`inputN.name` and the `attr.list` of AscendOpsFusedLinearCrossEntropyLossGrad. A package
+built before the options declares none of them, and an adapter built before them has no
+ADAPTER_ENTRY: such a call is refused before any work, naming the option.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ __all__ = ["OP_TYPE", "ADAPTER_ENTRY", "declared_names", "missing_reason", "requ
            "custom_backward"]
 
 OP_TYPE = "AscendOpsFusedLinearCrossEntropyLossGrad"
-#: The adapter function that would pass the options (none in this build).
+#: The adapter function that passes the options (op_plugin/csrc/npu/…LossGradKernelNpuOpApi.cpp).
 ADAPTER_ENTRY = "fused_linear_cross_entropy_loss_grad_options_custom"
 
 
@@ -95,13 +98,63 @@ def require(needs: tuple[str, ...], device: torch.device) -> None:
 
 
 def custom_backward(ctx, x, weight, target_mask, masked_target, alpha, beta, gamma):
-    """The npu_custom backward; require() refuses every call that would reach it in this
-    build."""
+    """(input_grad, weight_grad, bias_grad) of the npu_custom backward: our op in
+    memory-saving mode with the options (ADAPTER_ENTRY), and the bias gradient, when it is
+    wanted, from a chunked pass on the device (bias_gradient)."""
     adapter_module = _adapter.adapter()
     entry = getattr(adapter_module, ADAPTER_ENTRY, None)
     if entry is None:
         raise RuntimeError(f"linear_cross_entropy: the NPU adapter has no {ADAPTER_ENTRY}")
-    input_grad, weight_grad, bias_grad = entry(
-        x, weight, target_mask, masked_target, ctx.stats["max"], ctx.stats["sum"], alpha, beta,
-        gamma, ctx.bias, ctx.class_weight, ctx.options.logit_scale, ctx.options.softcap or 0.0)
-    return input_grad, weight_grad, bias_grad
+    options = ctx.options
+    softcap = options.softcap or 0.0
+    bias = ctx.bias.float().contiguous() if ctx.bias is not None else None
+    class_weight = ctx.class_weight.float().contiguous() if ctx.class_weight is not None else None
+    input_grad, weight_grad = entry(
+        x, weight, target_mask, masked_target, ctx.stats["max"], ctx.stats["sum"],
+        alpha.float().contiguous(), beta.float().contiguous(), gamma.float().contiguous(), bias,
+        class_weight, float(options.logit_scale), float(softcap))
+    want_x, want_w, want_b = ctx.needs_input_grad[:3]
+    bias_grad = None
+    if want_b and ctx.bias is not None:
+        bias_grad = bias_gradient(x, weight, bias, class_weight, target_mask, masked_target,
+                                  ctx.stats["max"], ctx.stats["sum"], alpha, beta, gamma,
+                                  float(options.logit_scale), float(softcap)).to(ctx.bias.dtype)
+    return (input_grad if want_x else None), (weight_grad if want_w else None), bias_grad
+
+
+#: fp32 logits of one row chunk of bias_gradient, at most.
+BIAS_CHUNK_BYTES = 48 << 20
+
+
+def bias_gradient(x, weight, bias, class_weight, target_mask, masked_target, logits_max,
+                  sum_exp_logits, alpha, beta, gamma, logit_scale, softcap):
+    """dL/dbias [V] (fp32) = the column sums of dL/draw, SPEC §7's G before its cast, by
+    row chunks of logits on the device (never [BT, V]): the kernel's vector stage in torch.
+    It costs one more x·Wᵀ; the kernel has no output for it."""
+    from ..training.options_device import fp32_logits
+
+    bt, vocab = x.size(0), weight.size(0)
+    out = torch.zeros(vocab, dtype=torch.float32, device=x.device)
+    step = max(1, min(max(bt, 1), BIAS_CHUNK_BYTES // max(1, 4 * vocab)))
+    kept = ~target_mask if target_mask.dtype == torch.bool else None
+    if kept is None:  # the bit-packed form: bit i of byte i / 8
+        bits = torch.arange(8, device=x.device)
+        kept = ~(((target_mask[:, None].long() >> bits) & 1).bool().reshape(-1)[:bt])
+    for r0 in range(0, bt, step):
+        rs = slice(r0, min(bt, r0 + step))
+        y = fp32_logits(x[rs], weight) + bias
+        y = y * logit_scale
+        t = None
+        if softcap:
+            t = torch.tanh(y / softcap)
+            y = softcap * t
+        p = torch.exp(y - logits_max[rs, None]) / sum_exp_logits[rs, None]
+        dy = alpha[rs, None].float() * p
+        rows = torch.nonzero(kept[rs]).flatten()
+        dy[rows, masked_target[rs][rows].long()] -= beta[rs][rows].float()
+        w = class_weight if class_weight is not None else 1.0
+        dy = dy - gamma[rs, None].float() * w
+        if t is not None:
+            dy = dy * (1 - t * t)
+        out += (dy * logit_scale).sum(dim=0)
+    return out
