@@ -104,6 +104,51 @@ def linear_cross_entropy(rank: int, world: int, group) -> dict:
     return out
 
 
+#: Option sets CANN's FLCE cannot express (docs/npu.md "Loss options on the NPU"): the
+#: npu-composition+custom route, our kernel with the options in the backward.
+OPTION_SETS = {
+    "softcap-zloss": dict(softcap=30.0, lse_square_scale=1e-4),
+    "bias-scale": dict(linear_bias=True, logit_scale=0.5),
+    "smoothing-weights": dict(label_smoothing=0.1, ce_weight=True),
+}
+
+
+def linear_cross_entropy_options(rank: int, world: int, group) -> dict:
+    """linear_cross_entropy with each option set, forward and backward, bfloat16, each rank a
+    vocabulary shard of 300 ids (a tail past the kernel's 256-column blocks)."""
+    shard, h = 300, 40
+    out = {}
+    for name, options in OPTION_SETS.items():
+        gen = torch.Generator().manual_seed(13)
+        x_all = (torch.randn(3, 45, h, generator=gen) / 2).to(torch.bfloat16)
+        w_all = (torch.randn(shard * world, h, generator=gen) / 2).to(torch.bfloat16)
+        b_all = torch.randn(shard * world, generator=gen).to(torch.bfloat16)
+        cw_all = 0.5 + torch.rand(shard * world, generator=gen)
+        target = torch.randint(0, shard * world, (3, 45), generator=gen)
+        target[0, :5] = -100
+        part = slice(rank * shard, (rank + 1) * shard)
+        values = {k: v for k, v in options.items() if k not in ("linear_bias", "ce_weight")}
+        runs = {}
+        for device in ("npu", "cpu"):
+            def step():
+                x = x_all.to(device).requires_grad_()
+                w = w_all[part].to(device).requires_grad_()
+                b = b_all[part].to(device).requires_grad_() if options.get("linear_bias") else None
+                cw = cw_all[part].to(device) if options.get("ce_weight") else None
+                loss = ascend_ops.linear_cross_entropy(x, w, target.to(device), linear_bias=b, ce_weight=cw,
+                                                       process_group=group, **values)
+                loss.backward()
+                return loss.detach(), x.grad, w.grad, *((b.grad,) if b is not None else ())
+            results, syncs = timed_syncs(step)
+            if group is not None:  # each rank holds its shard's part of the input gradient
+                dist.all_reduce(results[1], group=group)
+            runs[device] = host(results)
+            if device == "npu":
+                runs["syncs"] = syncs
+        out[name] = runs
+    return out
+
+
 def hugging_face(rank: int, world: int, group) -> dict:
     """One training step of a tiny Llama patched by aot.apply, bfloat16: loss, the head's
     and the embedding's gradients, and the head after an SGD step."""
@@ -125,6 +170,7 @@ def hugging_face(rank: int, world: int, group) -> dict:
 
 
 SCENARIOS = {"sync_batch_norm": sync_batch_norm, "linear_cross_entropy": linear_cross_entropy,
+             "linear_cross_entropy_options": linear_cross_entropy_options,
              "hugging_face": hugging_face}
 
 

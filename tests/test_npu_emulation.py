@@ -57,8 +57,28 @@ def emulated_environment(tmp_path: pathlib.Path | None = None, **extra: str) -> 
         library = vendor / "op_api" / "lib" / "libcust_opapi.so"
         library.parent.mkdir(parents=True, exist_ok=True)
         library.write_bytes(b"")
+        write_ops_info(vendor)
         env["ASCEND_CUSTOM_OPP_PATH"] = str(vendor)
     return env
+
+
+def write_ops_info(vendor: pathlib.Path) -> None:
+    """The op information msopgen installs with the package, made from
+    ascendc_kernels/ascend_ops.json (inputN / outputN names, attr.list): what
+    npu/options_support.declared_names reads to know the package takes the loss options."""
+    import json
+
+    spec = json.loads((TESTS.parent / "ascendc_kernels" / "ascend_ops.json").read_text())
+    infos = {}
+    for op in spec:
+        info = {f"input{i}": {"name": d["name"]} for i, d in enumerate(op["input_desc"])}
+        info.update({f"output{i}": {"name": d["name"]} for i, d in enumerate(op["output_desc"])})
+        if op.get("attr"):
+            info["attr"] = {"list": ",".join(a["name"] for a in op["attr"])}
+        infos[op["op"]] = info
+    config = vendor / "op_impl" / "ai_core" / "tbe" / "config" / "ascend910b"
+    config.mkdir(parents=True, exist_ok=True)
+    (config / "aic-ascend910b-ops-info.json").write_text(json.dumps(infos))
 
 
 def run_emulated(args: list[str], env: dict[str, str], timeout: float = 1800) -> subprocess.CompletedProcess:
@@ -182,6 +202,22 @@ def test_linear_cross_entropy_trains_on_the_npu_without_host_reads(tmp_path, wor
         for name, runs in results.items():
             _agree(runs["npu"], runs["cpu"], f"rank {rank} {name}")
             assert runs["syncs"] == 0, (name, runs["syncs"])  # docs/npu.md: none on the NPU
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_linear_cross_entropy_options_run_our_kernel_in_the_backward_on_the_npu(tmp_path, world):
+    # Soft-cap + z-loss, bias + scale, smoothing + class weights: options CANN's op cannot
+    # express, so the backward is our package's kernel with them (the simulator behind the
+    # emulated aclnn call), its package "installed" with the ops-info ascend_ops.json makes.
+    ranks = run_ranks(WORKER, world, tmp_path, env=emulated_environment(tmp_path), timeout=900,
+                      script_args=("linear_cross_entropy_options",))
+    for rank, results in enumerate(ranks):
+        calls = results.pop("aclnn calls")
+        assert "aclnnAscendOpsFusedLinearCrossEntropyLossGrad" in calls, calls
+        assert "aclnnFusedLinearCrossEntropyLossGrad" not in calls, calls  # CANN's cannot take them
+        assert set(results) == {"softcap-zloss", "bias-scale", "smoothing-weights"}
+        for name, runs in results.items():
+            _agree(runs["npu"], runs["cpu"], f"rank {rank} {name}")
 
 
 def test_a_hugging_face_model_patched_by_apply_takes_a_step_on_the_npu(tmp_path):

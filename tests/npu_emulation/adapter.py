@@ -14,6 +14,7 @@ test_recorded_calls.py); this module lets everything above the adapter run.
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import sys
@@ -210,14 +211,51 @@ def _flce_grad(custom: bool, grad, input, weight, target_mask, masked_target, la
     args = [as_aclnn_input(t, custom) for t in (grad, input, weight)] + [mask, target]
     stats = ([None, None, as_aclnn_input(softmax, custom)] if softmax is not None else
              [as_aclnn_input(logits_max, custom), as_aclnn_input(sum_exp_logits, custom), None])
-    if custom:  # the generated API: the attribute (a double) after the inputs
+    if custom:  # the generated API: the attributes (doubles) after the inputs; no option
         run_aclnn("aclnnAscendOpsFusedLinearCrossEntropyLossGrad",
                   cann.custom_fused_linear_cross_entropy_loss_grad, None, *args, *stats,
-                  float(label_smoothing), input_grad, weight_grad)
+                  None, None, None, None, None, float(label_smoothing), 1.0, 0.0, input_grad, weight_grad)
     else:
         # (the C++ appends flce_grad_builtin_hint() to a refusal; _C does not export it)
         run_aclnn("aclnnFusedLinearCrossEntropyLossGrad", cann.fused_linear_cross_entropy_loss_grad,
                   None, *args, float(label_smoothing), *stats, input_grad, weight_grad)
+    return input_grad, weight_grad
+
+
+def _flce_grad_options(input, weight, target_mask, masked_target, logits_max, sum_exp_logits, alpha,
+                       beta, gamma, bias, class_weight, logit_scale, softcap):
+    """FusedLinearCrossEntropyLossGradKernelNpuOpApi.cpp
+    fused_linear_cross_entropy_loss_grad_options_custom."""
+    name = "fused_linear_cross_entropy_loss_grad_options_custom"
+    _checks().check_fused_linear_cross_entropy_loss_grad(
+        alpha, input, weight, target_mask, masked_target, 0.0, logits_max, sum_exp_logits, None,
+        check_values=False)
+    bt, vocab = input.size(0), weight.size(0)
+    for t, n, what in ((beta, bt, "beta"), (gamma, bt, "gamma"), (bias, vocab, "bias"),
+                       (class_weight, vocab, "class_weight")):
+        if t is not None and not (t.dtype == torch.float32 and t.dim() == 1 and t.size(0) == n):
+            raise RuntimeError(f"{name}: {what} must be float32 of shape [{n}], got {t.dtype} of shape "
+                               f"{list(t.shape)}")
+    if not math.isfinite(logit_scale):
+        raise RuntimeError(f"{name}: logit_scale must be finite, got {logit_scale}")
+    if not (softcap == 0.0 or (math.isfinite(softcap) and softcap > 0.0)):
+        raise RuntimeError(f"{name}: softcap must be 0 (none) or a finite cap > 0, got {softcap}")
+    input_grad, weight_grad = empty(list(input.shape), input.dtype), empty(list(weight.shape), weight.dtype)
+    if input.numel() == 0 or weight.numel() == 0:
+        return input_grad.zero_(), weight_grad.zero_()
+    mask = _pack_bits(target_mask, 1) if target_mask.dtype == torch.bool else as_aclnn_input(target_mask, True)
+    target = as_aclnn_input(masked_target, True)
+    _check_targets(mask, target, vocab)
+    mask, target = _fold_target_range(mask, target, vocab)
+    alpha_c = as_aclnn_input(alpha, True)
+    run_aclnn("aclnnAscendOpsFusedLinearCrossEntropyLossGrad",
+              cann.custom_fused_linear_cross_entropy_loss_grad, None, alpha_c,
+              as_aclnn_input(input, True), as_aclnn_input(weight, True), mask, target,
+              as_aclnn_input(logits_max, True), as_aclnn_input(sum_exp_logits, True), None,
+              None if bias is None else as_aclnn_input(bias, True),
+              None if class_weight is None else as_aclnn_input(class_weight, True), alpha_c,
+              as_aclnn_input(beta, True), as_aclnn_input(gamma, True), 0.0, float(logit_scale),
+              float(softcap), input_grad, weight_grad)
     return input_grad, weight_grad
 
 
@@ -318,6 +356,7 @@ def module() -> types.ModuleType:
     npu.fused_linear_cross_entropy_loss_grad_custom = (
         lambda *args, **kwargs: _flce_grad(True, *args, **kwargs))
     npu.batch_norm_reduce_backward_custom = lambda *args: _bn_reduce_backward(True, *args)
+    npu.fused_linear_cross_entropy_loss_grad_options_custom = _flce_grad_options
     return npu
 
 

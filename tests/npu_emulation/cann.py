@@ -534,28 +534,36 @@ def _custom_combination(p: Phase1, where: str, rows: list[dict], **tensors) -> N
 
 
 def custom_fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask, masked_target,
-                                                logits_max, sum_exp_logits, softmax,
-                                                label_smoothing: float, input_grad_out,
+                                                logits_max, sum_exp_logits, softmax, bias, class_weight,
+                                                alpha, beta, gamma, label_smoothing: float,
+                                                logit_scale: float, softcap: float, input_grad_out,
                                                 weight_grad_out) -> None:
-    """aclnnAscendOpsFusedLinearCrossEntropyLossGrad: our kernel on the simulator."""
+    """aclnnAscendOpsFusedLinearCrossEntropyLossGrad: our kernel on the simulator (the loss
+    options' inputs and attributes after CANN's, as the generated API orders them)."""
     p = Phase1("aclnnAscendOpsFusedLinearCrossEntropyLossGrad", CUSTOM_FLCE)
-    p.not_null(":161-165", grad=grad, input=input, weight=weight, target_mask=target_mask,
+    p.not_null(":199-203", grad=grad, input=input, weight=weight, target_mask=target_mask,
                masked_target=masked_target, input_grad=input_grad_out, weight_grad=weight_grad_out)
     rows = [dict(grad=F32, input=half, weight=half, target_mask=torch.uint8, masked_target=target,
-                 logits_max=F32, sum_exp_logits=F32, softmax=F32, input_grad=half, weight_grad=half)
+                 logits_max=F32, sum_exp_logits=F32, softmax=F32, bias=F32, class_weight=F32, alpha=F32,
+                 beta=F32, gamma=F32, input_grad=half, weight_grad=half)
             for half, target in ((F16, torch.int32), (F16, torch.int64), (BF16, torch.int32),
                                  (BF16, torch.int64))]
-    _custom_combination(p, ":156-170", rows, grad=grad, input=input, weight=weight,
+    _custom_combination(p, ":194-213", rows, grad=grad, input=input, weight=weight,
                         target_mask=target_mask, masked_target=masked_target,
                         logits_max=logits_max, sum_exp_logits=sum_exp_logits, softmax=softmax,
+                        bias=bias, class_weight=class_weight, alpha=alpha, beta=beta, gamma=gamma,
                         input_grad=input_grad_out, weight_grad=weight_grad_out)
-    p.nd_format(":160", grad=grad, input=input, weight=weight, target_mask=target_mask,
+    p.nd_format(":198", grad=grad, input=input, weight=weight, target_mask=target_mask,
                 masked_target=masked_target)
     from ascend_ops.sim import simulator
 
+    options = None
+    if alpha is not None:  # the options variant (the TilingFunc refuses an incomplete set)
+        options = simulator.FlceOptions(alpha.host, _host(beta), _host(gamma), _host(bias),
+                                        _host(class_weight), logit_scale, softcap)
     input_grad, weight_grad = simulator.fused_linear_cross_entropy_loss_grad(
         grad.host, input.host, weight.host, target_mask.host, masked_target.host,
-        label_smoothing, _host(logits_max), _host(sum_exp_logits), _host(softmax))
+        label_smoothing, _host(logits_max), _host(sum_exp_logits), _host(softmax), options=options)
     _write(input_grad_out, input_grad)
     _write(weight_grad_out, weight_grad)
 

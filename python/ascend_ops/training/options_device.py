@@ -13,8 +13,10 @@ Backward, by route:
   "operators"    fused_linear_cross_entropy_loss_grad (SPEC §1, CANN's op on the NPU) in
                  memory-saving mode with grad = alpha (= beta: a·w[t] times the upstream
                  gradient), from the global statistics.
-  "npu_custom"   our Ascend C op with the options (routes.CUSTOM_OP_NEEDS); refused before
-                 the forward when the installed op package does not take them.
+  "npu_custom"   our Ascend C op with the options (routes.CUSTOM_OP_NEEDS) in its vector
+                 stage, memory-saving mode, the bias gradient from a chunked pass
+                 (npu/options_support.py); refused before the forward when the installed
+                 op package or the adapter does not take them.
 No host synchronisation: the counts, sums and coefficients stay tensors.
 """
 
