@@ -33,7 +33,12 @@ void probe(void* fn, aclTensor* t, const aclTensor* ct, uint64_t* ws, aclOpExecu
 # The calls the adapter makes, argument for argument (FLCE memory-saving, BN, forwards).
 GOOD = {
     "flce_grad": "typed_call<FlceGradPhase1>(fn, t, t, t, t, t, smoothing, t, t, nullptr, t, t, ws, ex);",
-    "flce_grad_custom": "typed_call<FlceGradCustomPhase1>(fn, t, t, t, t, t, t, t, nullptr, smoothing_f64, t, t, ws, ex);",
+    # our package's: CANN's inputs, the loss options' five (null for SPEC §1's op), then
+    # label_smoothing, logit_scale, softcap as doubles
+    "flce_grad_custom": "typed_call<FlceGradCustomPhase1>(fn, t, t, t, t, t, t, t, nullptr, nullptr, nullptr, nullptr, "
+                        "nullptr, nullptr, smoothing_f64, smoothing_f64, smoothing_f64, t, t, ws, ex);",
+    "flce_grad_options_custom": "typed_call<FlceGradCustomPhase1>(fn, t, t, t, t, t, t, t, nullptr, t, t, t, t, t, "
+                                "smoothing_f64, smoothing_f64, smoothing_f64, t, t, ws, ex);",
     "bn_reduce": "typed_call<BnReducePhase1>(fn, t, t, t, t, nullptr, yes, yes, yes, t, t, t, t, ws, ex);",
     "online_max_sum": "typed_call<OnlineMaxSumPhase1>(fn, t, t, t, start, end, t, t, t, t, t, nullptr, ws, ex);",
     "loss_with_max_sum": "typed_call<LossWithMaxSumPhase1>(fn, t, t, t, smoothing, nullptr, nullptr, t, t, t, ws, ex);",
@@ -47,6 +52,10 @@ BAD = {
     "float_and_tensor_swapped": "typed_call<FlceGradPhase1>(fn, t, t, t, t, smoothing, t, t, t, nullptr, t, t, ws, ex);",
     # our package's generated API takes the attribute after the inputs, as a double
     "custom_flce_in_builtin_order": "typed_call<FlceGradCustomPhase1>(fn, t, t, t, t, t, smoothing_f64, t, t, nullptr, t, t, ws, ex);",
+    # the package's prototype before the loss options: their inputs and attributes missing
+    "custom_flce_without_the_options": "typed_call<FlceGradCustomPhase1>(fn, t, t, t, t, t, t, t, nullptr, smoothing_f64, t, t, ws, ex);",
+    "custom_flce_float_attribute": "typed_call<FlceGradCustomPhase1>(fn, t, t, t, t, t, t, t, nullptr, nullptr, nullptr, "
+                                   "nullptr, nullptr, nullptr, smoothing_f64, smoothing, smoothing_f64, t, t, ws, ex);",
     "float_for_bool": "typed_call<BnReducePhase1>(fn, t, t, t, t, nullptr, smoothing, yes, yes, t, t, t, t, ws, ex);",
     "bool_for_int64": "typed_call<OnlineMaxSumPhase1>(fn, t, t, t, yes, end, t, t, t, t, t, nullptr, ws, ex);",
     "const_tensor_as_output": "typed_call<FlceGradPhase1>(fn, t, t, t, t, t, smoothing, t, t, nullptr, ct, t, ws, ex);",

@@ -277,6 +277,36 @@ def test_out_of_range_targets_are_folded_into_the_packed_mask(recorded):
     assert all(0 <= t < 200 for t in _ints(args["maskedTarget_values"])), args
 
 
+def test_the_options_entry_passes_them_to_our_package(recorded):
+    # SPEC §7 in the generated API's order: alpha for grad and as alphaOptional, the bias
+    # and class weights, scale and cap as attributes; memory-saving mode; the bool mask
+    # packed and out-of-range targets folded as for the plain op.
+    args = phase1(recorded["flce_grad_options_custom"], "aclnnAscendOpsFusedLinearCrossEntropyLossGrad")
+    for name, shape in (("alpha", 11), ("beta", 11), ("gamma", 11), ("bias", 200), ("classWeight", 200),
+                        ("grad", 11), ("logitsMax", 11)):
+        assert args[name].endswith(f":Float:[{shape}]:contiguous"), (name, args)
+    assert args["softmax"] == "null"
+    assert (float(args["logitScale"]), float(args["softcap"]), float(args["labelSmoothing"])) == (0.5, 30.0, 0.0)
+    low, high = _ints(args["targetMask_values"])
+    bits = [(low >> i) & 1 for i in range(8)] + [(high >> i) & 1 for i in range(8)]
+    assert bits[:11] == [int(i == 0 or i in OUTSIDE) for i in range(11)], bits
+    assert all(0 <= t < 200 for t in _ints(args["maskedTarget_values"])), args
+
+
+def test_the_plain_custom_call_passes_no_option(recorded):
+    args = phase1(recorded["flce_grad_custom_out_of_range_packed_mask"],
+                  "aclnnAscendOpsFusedLinearCrossEntropyLossGrad")
+    assert all(args[n] == "null" for n in ("bias", "classWeight", "alpha", "beta", "gamma")), args
+    assert (float(args["logitScale"]), float(args["softcap"])) == (1.0, 0.0)
+
+
+def test_the_options_entry_refuses_a_bad_coefficient_naming_it(recorded):
+    [refusal] = [e for e in recorded["flce_grad_options_custom_bad_beta"] if e.startswith("refused ")]
+    assert "beta must be float32 of shape [11]" in refusal, refusal
+    assert not phase1_called(recorded["flce_grad_options_custom_bad_beta"],
+                             "aclnnAscendOpsFusedLinearCrossEntropyLossGrad")
+
+
 def test_memory_saving_targets_go_to_cann_as_they_are(recorded):
     # CANN's memory-saving kernel bounds each target to its block (mem_friendly.h:695):
     # nothing to fold, no extra work.

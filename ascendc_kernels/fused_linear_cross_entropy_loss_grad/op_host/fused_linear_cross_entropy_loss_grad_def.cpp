@@ -63,7 +63,7 @@ enum FlceAttr : size_t { kLabelSmoothing = 0, kLogitScale, kSoftcap };
 
 // The loss options of this call as FlceOption bits (0: none), or false when they are
 // inconsistent: the coefficients come as a set, and every other option needs them.
-static bool FlceOptions(gert::TilingContext* context, uint32_t& options) {
+static bool FlceOptions(gert::TilingContext* context, uint32_t& options, float& logitScale, float& softcapValue) {
   const auto given = [&](FlceInput i) { return context->GetOptionalInputShape(i) != nullptr; };
   const int coefficients = int(given(kAlpha)) + int(given(kBeta)) + int(given(kGamma));
   const float* scale = context->GetAttrs()->GetAttrPointer<float>(kLogitScale);
@@ -71,6 +71,8 @@ static bool FlceOptions(gert::TilingContext* context, uint32_t& options) {
   const bool softcap = cap != nullptr && *cap != 0.0f;
   const bool scaled = scale != nullptr && *scale != 1.0f;
   options = 0;
+  logitScale = scale != nullptr ? *scale : 1.0f;
+  softcapValue = cap != nullptr ? *cap : 0.0f;
   if (coefficients == 0) return !(given(kBias) || given(kClassWeight) || softcap || scaled);
   if (coefficients != 3) return false;
   options = kFlceOptCoefficients;
@@ -106,11 +108,8 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   shape.mode = memorySaving ? ascend_ops_kernels::kMemorySaving : ascend_ops_kernels::kHighPerformance;
   shape.maskPacked = true;  // the op takes the bit-packed uint8 mask only
   shape.target64 = context->GetInputDesc(kMaskedTarget)->GetDataType() == ge::DT_INT64;
-  if (!FlceOptions(context, shape.options)) return ge::GRAPH_FAILED;
-  if (shape.options != 0) {  // label_smoothing of SPEC §7 comes in through gamma
-    shape.logitScale = *context->GetAttrs()->GetAttrPointer<float>(kLogitScale);
-    shape.softcap = *context->GetAttrs()->GetAttrPointer<float>(kSoftcap);
-  }
+  // SPEC §7's options (label smoothing comes in through gamma, not the attribute).
+  if (!FlceOptions(context, shape.options, shape.logitScale, shape.softcap)) return ge::GRAPH_FAILED;
 
   auto ascendc = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
   uint64_t ub = 0;

@@ -26,7 +26,7 @@
 // Targets: a row that is not masked must have its target in [0, V). One that is not is
 // computed as masked (nothing indexes with it) and reported: the first such row this vector
 // core saw goes to the workspace, and the host raises naming it (SPEC §1, as the CPU path).
-// Include after kernel_operator.h.
+// Include after kernel_operator.h and …_tiling_data.h (FlceOption).
 #pragma once
 
 #include <cstdint>
@@ -53,7 +53,7 @@ struct GOptions {
   GM_ADDR alpha;
   GM_ADDR beta;
   GM_ADDR gamma;
-  uint32_t flags;  // FlceOption bits
+  uint32_t flags;  // FlceOption bits (…_tiling_data.h)
   float logitScale, softcap;
 };
 
@@ -79,14 +79,14 @@ class GStage {
       alphaGm_.SetGlobalBuffer((__gm__ float*)o.alpha, bt);
       betaGm_.SetGlobalBuffer((__gm__ float*)o.beta, bt);
       gammaGm_.SetGlobalBuffer((__gm__ float*)o.gamma, bt);
-      if (o.flags & 2u) biasGm_.SetGlobalBuffer((__gm__ float*)o.bias, v_);           // kFlceOptBias
-      if (o.flags & 4u) weightGm_.SetGlobalBuffer((__gm__ float*)o.classWeight, v_);  // kFlceOptClassWeight
+      if (o.flags & kFlceOptBias) biasGm_.SetGlobalBuffer((__gm__ float*)o.bias, v_);
+      if (o.flags & kFlceOptClassWeight) weightGm_.SetGlobalBuffer((__gm__ float*)o.classWeight, v_);
       const uint32_t bytes = (cols + 7) / 8 * 8 * sizeof(float);
       // Only the buffers this call's options use (the tiling counts them in UB).
-      if (kFromLogits && (o.flags & 2u)) pipe.InitBuffer(biasBuf_, bytes);
-      if (o.flags & 4u) pipe.InitBuffer(weightBuf_, bytes);
-      if (o.flags & 8u) pipe.InitBuffer(tanhBuf_, bytes);
-      if (o.flags & 12u) pipe.InitBuffer(scratchBuf_, bytes);
+      if (kFromLogits && (o.flags & kFlceOptBias)) pipe.InitBuffer(biasBuf_, bytes);
+      if (o.flags & kFlceOptClassWeight) pipe.InitBuffer(weightBuf_, bytes);
+      if (o.flags & kFlceOptSoftcap) pipe.InitBuffer(tanhBuf_, bytes);
+      if (o.flags & (kFlceOptSoftcap | kFlceOptClassWeight)) pipe.InitBuffer(scratchBuf_, bytes);
       loadedCol0_ = ~uint64_t(0);
     }
   }
@@ -95,7 +95,8 @@ class GStage {
   // are there already (memory-saving: once per logits task; high-performance: per chunk).
   __aicore__ inline void LoadColumns(uint64_t col0, uint32_t cols) {
     if constexpr (kOptions) {
-      const uint32_t wanted = kFromLogits ? 6u : 4u;  // high-performance mode: the softmax has the bias
+      const uint32_t wanted = kFromLogits ? uint32_t(kFlceOptBias | kFlceOptClassWeight)
+                                         : uint32_t(kFlceOptClassWeight);  // high-performance: the softmax has the bias
       if ((o_.flags & wanted) == 0 || (col0 == loadedCol0_ && cols == loadedCols_)) return;
       // The previous tile's vector work reads these buffers: it is done before MTE2 rewrites them.
       const TEventID vToMte2 = GetTPipePtr()->FetchEventID(HardEvent::V_MTE2);
@@ -103,8 +104,8 @@ class GStage {
       WaitFlag<HardEvent::V_MTE2>(vToMte2);
       DataCopyPadExtParams<float> pad(false, 0, 0, 0.0f);
       const DataCopyExtParams in(1, cols * sizeof(float), 0, 0, 0);
-      if (kFromLogits && (o_.flags & 2u)) DataCopyPad(biasBuf_.Get<float>(), biasGm_[col0], in, pad);
-      if (o_.flags & 4u) DataCopyPad(weightBuf_.Get<float>(), weightGm_[col0], in, pad);
+      if (kFromLogits && (o_.flags & kFlceOptBias)) DataCopyPad(biasBuf_.Get<float>(), biasGm_[col0], in, pad);
+      if (o_.flags & kFlceOptClassWeight) DataCopyPad(weightBuf_.Get<float>(), weightGm_[col0], in, pad);
       const TEventID mte2ToV = GetTPipePtr()->FetchEventID(HardEvent::MTE2_V);
       SetFlag<HardEvent::MTE2_V>(mte2ToV);
       WaitFlag<HardEvent::MTE2_V>(mte2ToV);
@@ -174,11 +175,11 @@ class GStage {
   __aicore__ inline void ApplyOptions(const LocalTensor<float>& p, const LocalTensor<T>& g, uint32_t cols,
                                       uint64_t col0, const GRowScalars& r) {
     const int32_t n = static_cast<int32_t>(cols);
-    const bool softcap = (o_.flags & 8u) != 0, scaled = (o_.flags & 16u) != 0;
+    const bool softcap = (o_.flags & kFlceOptSoftcap) != 0, scaled = (o_.flags & kFlceOptScale) != 0;
     LocalTensor<float> t;
     if (softcap) t = tanhBuf_.Get<float>();
     if constexpr (kFromLogits) {
-      if (o_.flags & 2u) Add(p, p, biasBuf_.Get<float>(), n);
+      if (o_.flags & kFlceOptBias) Add(p, p, biasBuf_.Get<float>(), n);
       if (scaled) Muls(p, p, o_.logitScale, n);
       if (softcap) {  // t = tanh(p / cap) = 1 − 2/(exp(2p/cap) + 1); y = cap·t
         LocalTensor<float> two = scratchBuf_.Get<float>();
@@ -206,7 +207,7 @@ class GStage {
       SetFlag<HardEvent::S_V>(sToV);
       WaitFlag<HardEvent::S_V>(sToV);
     }
-    if (o_.flags & 4u) {  // − gamma·w_j
+    if (o_.flags & kFlceOptClassWeight) {  // − gamma·w_j
       LocalTensor<float> gw = scratchBuf_.Get<float>();
       Muls(gw, weightBuf_.Get<float>(), -r.gamma, n);
       Add(p, p, gw, n);

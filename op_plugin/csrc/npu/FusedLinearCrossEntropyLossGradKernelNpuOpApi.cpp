@@ -15,6 +15,7 @@
 
 #include "aclnn_call.h"
 #include "builtin_limits.h"
+#include "flce_options_custom.h"
 #include "npu_tensors.h"
 
 #include "../validation.h"
@@ -143,14 +144,14 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_options_
                                              0.0, logits_max, sum_exp_logits, std::nullopt,
                                              /*check_values=*/false);
   const int64_t bt = input.size(0), vocab = weight.size(0);
-  const auto check_vector = [](const at::Tensor& t, int64_t n, const char* name) {
+  const auto check_vector = [&input](const at::Tensor& t, int64_t n, const char* name) {
     TORCH_CHECK(t.scalar_type() == at::kFloat && t.dim() == 1 && t.size(0) == n,
                 "fused_linear_cross_entropy_loss_grad_options_custom: ", name,
                 " must be float32 of shape [", n, "], got ", t.scalar_type(), " of shape ",
                 t.sizes());
-    TORCH_CHECK(t.device() == c10::Device(c10::DeviceType::PrivateUse1, t.device().index()),
+    TORCH_CHECK(t.device() == input.device(),
                 "fused_linear_cross_entropy_loss_grad_options_custom: ", name,
-                " must be on the NPU, got ", t.device());
+                " must be on input's device ", input.device(), ", got ", t.device());
   };
   check_vector(beta, bt, "beta");
   check_vector(gamma, bt, "gamma");

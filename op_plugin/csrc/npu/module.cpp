@@ -3,22 +3,11 @@
 // what the Python side needs: the custom-package kernels (impl="npu_custom"), which
 // aclnn ops resolve, and how the adapter refuses and checks.
 #include "aclnn_call.h"
+#include "flce_options_custom.h"
 #include "builtin_limits_py.h"
 #include "npu_tensors.h"
 
 #include <torch/extension.h>
-
-namespace ascend_ops::npu {
-// Not one of the yaml's operators (no CPU kernel, no dispatcher entry): the npu_custom
-// backward of linear_cross_entropy's loss options calls it directly
-// (FusedLinearCrossEntropyLossGradKernelNpuOpApi.cpp).
-std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_options_custom(
-    const at::Tensor& input, const at::Tensor& weight, const at::Tensor& target_mask,
-    const at::Tensor& masked_target, const at::Tensor& logits_max,
-    const at::Tensor& sum_exp_logits, const at::Tensor& alpha, const at::Tensor& beta,
-    const at::Tensor& gamma, const std::optional<at::Tensor>& bias,
-    const std::optional<at::Tensor>& class_weight, double logit_scale, double softcap);
-}  // namespace ascend_ops::npu
 
 #define ASCEND_OPS_STR2(x) #x
 #define ASCEND_OPS_STR(x) ASCEND_OPS_STR2(x)

@@ -5,6 +5,7 @@
 #include "recorder.h"
 
 #include "npu_ops.h"  // generated: the kernels' declarations
+#include "flce_options_custom.h"
 
 #include <ATen/ATen.h>
 
@@ -66,6 +67,24 @@ int main() {
   record("scenario flce_grad_custom_out_of_range_packed_mask");
   npu::fused_linear_cross_entropy_loss_grad_custom(grad, input, wide_weight, packed, wild, 0.0,
                                                    stats, stats + 1, std::nullopt, std::nullopt);
+
+  // The loss options' entry (SPEC §7): the coefficients for grad, bias and class weights,
+  // scale and cap as the generated API's attributes; the bool mask packed, targets folded.
+  record("scenario flce_grad_options_custom");
+  const at::Tensor alpha = at::rand({11}), beta = at::rand({11}), gamma = at::rand({11});
+  const at::Tensor bias = at::randn({200}), class_weight = at::rand({200});
+  npu::fused_linear_cross_entropy_loss_grad_options_custom(
+      input, wide_weight, wild_mask, wild, stats, stats + 1, alpha, beta, gamma, bias,
+      class_weight, 0.5, 30.0);
+  record("scenario flce_grad_options_custom_bad_beta");
+  try {
+    npu::fused_linear_cross_entropy_loss_grad_options_custom(
+        input, wide_weight, wild_mask, wild, stats, stats + 1, alpha, beta.slice(0, 0, 10),
+        gamma, std::nullopt, std::nullopt, 1.0, 0.0);
+    record("no error");
+  } catch (const c10::Error& e) {
+    record(std::string("refused ") + e.what_without_backtrace());
+  }
 
   record("scenario flce_grad_nc_format");
   recorder::npu_format() = 35;  // ACL_FORMAT_NC: torch_npu casts it to ND before aclnn

@@ -149,13 +149,20 @@ aclnnStatus aclnnAscendOpsFusedLinearCrossEntropyLossGradGetWorkspaceSize(
     const aclTensor* grad, const aclTensor* input, const aclTensor* weight,
     const aclTensor* targetMask, const aclTensor* maskedTarget,
     const aclTensor* logitsMaxOptional, const aclTensor* sumExpLogitsOptional,
-    const aclTensor* softmaxOptional, double labelSmoothing, aclTensor* inputGradOut,
-    aclTensor* weightGradOut, uint64_t* workspaceSize, aclOpExecutor** executor) {
+    const aclTensor* softmaxOptional, const aclTensor* biasOptional,
+    const aclTensor* classWeightOptional, const aclTensor* alphaOptional,
+    const aclTensor* betaOptional, const aclTensor* gammaOptional, double labelSmoothing,
+    double logitScale, double softcap, aclTensor* inputGradOut, aclTensor* weightGradOut,
+    uint64_t* workspaceSize, aclOpExecutor** executor) {
   record("phase1 aclnnAscendOpsFusedLinearCrossEntropyLossGrad input=" + describe(input) +
          " targetMask=" + describe(targetMask) + " targetMask_values=" + values(targetMask) +
-         " maskedTarget_values=" + values(maskedTarget) + " softmax=" + describe(softmaxOptional));
-  (void)grad; (void)weight; (void)labelSmoothing; (void)logitsMaxOptional;
-  (void)sumExpLogitsOptional; (void)inputGradOut; (void)weightGradOut;
+         " maskedTarget_values=" + values(maskedTarget) + " softmax=" + describe(softmaxOptional) +
+         " logitsMax=" + describe(logitsMaxOptional) + " bias=" + describe(biasOptional) +
+         " classWeight=" + describe(classWeightOptional) + " alpha=" + describe(alphaOptional) +
+         " beta=" + describe(betaOptional) + " gamma=" + describe(gammaOptional) +
+         " grad=" + describe(grad) + " labelSmoothing=" + std::to_string(labelSmoothing) +
+         " logitScale=" + std::to_string(logitScale) + " softcap=" + std::to_string(softcap));
+  (void)weight; (void)sumExpLogitsOptional; (void)inputGradOut; (void)weightGradOut;
   return finish_phase1(workspaceSize, executor);
 }
 
