@@ -7,7 +7,9 @@ threads. tests/fuzz_worker.py runs the cases in a child process and judges each 
 a TypeError / ValueError with every argument's storage unchanged, or the reference's
 result. A crash of the child (a signal: heap corruption, a segfault) or a hang fails the test.
 
-Derandomized (the same cases on every run) and bounded: ASCEND_OPS_FUZZ_EXAMPLES cases per
+Derandomized (the same cases on every run of one install: Hypothesis also draws numbers
+from the literals of modules outside site-packages, so ascend_ops imported from a build
+directory, as scripts/sanitize_kernel_tests.sh does, draws some other cases) and bounded: ASCEND_OPS_FUZZ_EXAMPLES cases per
 test (default 600: 4,800 cases over 8 tests, 67 s measured on this 2-core machine while
 other builds ran); raise it for a long run.
 """
