@@ -210,6 +210,70 @@ def test_backward_elemt(dtype, shape, layout, cpu_path):
     assert_close(dx, expected, tol, "dx")
 
 
+def assert_same_specials_and_close(ours, expected, tol, what):
+    """NaN where `expected` is NaN, the same infinities, and finite values within `tol`."""
+    o = ours.double()
+    assert torch.equal(o.isnan(), expected.isnan()), f"{what}: ours {o.tolist()}, expected {expected.tolist()}"
+    infinite = expected.isinf()
+    assert torch.equal(o[infinite], expected[infinite]), f"{what}: ours {o.tolist()}, expected {expected.tolist()}"
+    finite = expected.isfinite()
+    if finite.any():
+        assert_close(o[finite], expected[finite], tol, what)
+
+
+@pytest.mark.parametrize("mean_dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(2, 5, 10), (3, 5, 40), (2, 5, 300)], ids=str)  # tails, steps, rows
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_backward_reduce_infinities_are_the_double_sums(dtype, shape, mean_dtype, cpu_path):
+    # An Inf in grad_out gives aten's double sums ±Inf or NaN by the signs of its x − mean.
+    # The portable and AVX2 half loops' float blocks made every channel with an Inf NaN
+    # (the correction d·Σ dy was 0·Inf with a float mean; with a float64 mean an element
+    # with x = float(mean) was Inf·0): the ASan fuzz run's float16 mismatch of 2026-12-04.
+    gen = torch.Generator().manual_seed(11)
+    x = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+    dy = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+    mean = (x.double().mean(dims(x)) + 1e-3).to(mean_dtype)  # not a value of x's dtype
+    inf = float("inf")
+    x[0, 0, 3], dy[0, 0, 3] = mean[0].item() + 1, inf  # +Inf
+    x[-1, 1, 5], dy[-1, 1, 5] = mean[1].item() - 1, inf  # −Inf
+    x[0, 2, 1], dy[0, 2, 1] = mean[2].item() + 1, inf  # +Inf and −Inf: NaN
+    x[-1, 2, 6], dy[-1, 2, 6] = mean[2].item() - 1, inf
+    x[0, 3, 2], dy[0, 3, 2] = mean[3].item(), -inf  # x next to mean: ±Inf, or NaN if x = mean
+    x[0, 4, 9] = inf  # an Inf in x: ±Inf by dy's sign
+    sum_dy, sum_dy_xmu, _, _ = torch.batch_norm_backward_reduce(dy, x, mean, torch.ones_like(mean), None,
+                                                                True, False, False)
+    x64, dy64 = x.double(), dy.double()
+    expected_xmu = (dy64 * (x64 - view(mean.double(), x))).sum(dims(x))
+    assert expected_xmu[:2].isinf().all() and expected_xmu[2].isnan()  # the cases above hold
+    assert_same_specials_and_close(sum_dy, dy64.sum(dims(x)), 1e-5, "sum_dy")
+    assert_same_specials_and_close(sum_dy_xmu, expected_xmu, 1e-5, "sum_dy_xmu")
+
+
+def test_bfloat16_products_past_float_range_cancel_as_in_double(cpu_path):
+    # bfloat16 reaches 3.4e38: dy·(x − mean) = ±1e50 overflows a float sum, not a double one.
+    # The portable and AVX2 float blocks gave Inf − Inf = NaN for sum_dy_xmu, and Inf for
+    # Σ (x − shift)² (invstd 0 instead of 1e-20). Channel 0: two such terms that cancel
+    # exactly in double (x − 0.25 rounds to ±x there) and zeros; channel 1: N(0, 1).
+    gen = torch.Generator().manual_seed(12)
+    x = torch.randn(4, 2, 40, generator=gen).to(torch.bfloat16)
+    dy = torch.randn(4, 2, 40, generator=gen).to(torch.bfloat16)
+    dy[:, 0] = 0
+    x[1, 0, 4], x[1, 0, 5], dy[1, 0, 4], dy[1, 0, 5] = 1e20, -1e20, 1e30, 1e30
+    mean = torch.full((2,), 0.25)
+    sum_dy, sum_dy_xmu, _, _ = torch.batch_norm_backward_reduce(dy, x, mean, torch.ones(2), None,
+                                                                True, False, False)
+    x64, dy64 = x.double(), dy.double()
+    expected_xmu = (dy64 * (x64 - 0.25)).sum([0, 2])
+    assert expected_xmu[0] == 0 and expected_xmu.isfinite().all()
+    assert_close(sum_dy_xmu, expected_xmu, 1e-6, "sum_dy_xmu")
+    assert_close(sum_dy, dy64.sum([0, 2]), 1e-6, "sum_dy")
+    spread = torch.randn(4, 2, 40, generator=gen).mul(1e20).to(torch.bfloat16)
+    mean, invstd = torch.batch_norm_stats(spread, 1e-5)
+    expected_mean, expected_invstd = oracle_stats(spread, 1e-5)
+    assert_close(mean, expected_mean, 2e-6, "mean")
+    assert_close(invstd, expected_invstd, 2e-6, "invstd")  # about 1e-20, not 0
+
+
 @pytest.mark.parametrize("shape", [(6, 3), (5, 4, 7), (3, 5, 4, 6), (2, 3, 2, 3, 4)], ids=str)
 @pytest.mark.parametrize("channels_last", [False, True])
 def test_float64_family_equals_autograd_of_batch_norm(shape, channels_last):

@@ -21,7 +21,8 @@ namespace {
 
 const BnLoops kLoops = {stats_lanes,         stats_rows,          elemt_run,
                         elemt_rows,         backward_elemt_run,  backward_elemt_rows,
-                        reduce_runs,        reduce_rows,         "avx2"};
+                        reduce_runs,        reduce_rows,         stats_lanes_double,
+                        reduce_runs_double, "avx2"};
 }  // namespace bn_avx2
 }  // namespace cpu
 }  // namespace ascend_ops

@@ -19,7 +19,8 @@ namespace {
 
 const BnLoops kLoops = {stats_lanes,         stats_rows,          elemt_run,
                         elemt_rows,         backward_elemt_run,  backward_elemt_rows,
-                        reduce_runs,        reduce_rows,         "avx512"};
+                        reduce_runs,        reduce_rows,         stats_lanes_double,
+                        reduce_runs_double, "avx512"};
 }  // namespace bn_avx512
 }  // namespace cpu
 }  // namespace ascend_ops

@@ -18,7 +18,8 @@ namespace {
 
 const BnLoops kLoops = {stats_lanes,         stats_rows,          elemt_run,
                         elemt_rows,         backward_elemt_run,  backward_elemt_rows,
-                        reduce_runs,        reduce_rows,         "portable"};
+                        reduce_runs,        reduce_rows,         stats_lanes_double,
+                        reduce_runs_double, "portable"};
 }  // namespace bn_portable
 
 }  // namespace cpu

@@ -23,6 +23,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace ascend_ops {
@@ -101,6 +102,23 @@ Sums channels_outer_sums(cpu::BnElem type, const char* dy, const char* x, int64_
     for (const auto channel : c10::irange(c)) {
       sums.dy[channel] += task_sums.dy[rb * c + channel];
       sums.dy_xmu[channel] += task_sums.dy_xmu[rb * c + channel];
+    }
+  }
+  // A channel whose sums came out Inf or NaN is summed again, every element in double
+  // (reduce_runs_double): the portable and AVX2 builds' float blocks for half inputs are
+  // exact for finite terms only (batch_norm_loops.h). Finite inputs never come here.
+  for (const auto channel : c10::irange(c)) {
+    if (std::isfinite(sums.dy[channel]) && std::isfinite(sums.dy_xmu[channel])) {
+      continue;
+    }
+    double channel_lanes[kLaneValues] = {};
+    const int64_t offset = channel * s * item;
+    loops.reduce_runs_double(type, dy + offset, x + offset, n, s, c * s, mean[channel],
+                             channel_lanes);
+    sums.dy[channel] = sums.dy_xmu[channel] = 0.0;
+    for (int64_t l = 0; l < cpu::kBnLanes; ++l) {
+      sums.dy[channel] += channel_lanes[l];
+      sums.dy_xmu[channel] += channel_lanes[cpu::kBnLanes + l];
     }
   }
   return sums;
