@@ -29,7 +29,9 @@ the timings come from one more process that runs the providers interleaved:
 
 The timing process also runs `gemms`: the step's three GEMMs alone, as the CPU kernels run
 them on the engines in force (scripts/gemm_peak.py: the logits with their row statistics,
-grad_input, grad_weight), interleaved with the providers, so `ascend_ops / gemms` is the step's
+grad_input, grad_weight) on the kept rows (ascend_ops runs its GEMMs on the rows not ignored
+only: training/kept_rows.py; `ascend_ops-every-row`, on request, runs every row as the torch
+providers do), interleaved with the providers, so `ascend_ops / gemms` is the step's
 cost over its GEMMs'; then each GEMM against the register-only peak of its instruction
 (VDPBF16PS, TDPBF16PS or VFMADD231PS), interleaved with it: the table's peak-fraction lines.
 
@@ -59,7 +61,7 @@ from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields, tim
 from torch_matmul_probe import probe_matmul  # noqa: E402
 from worker_processes import report, reset_peak_rss, run_worker, status_kb, text_table  # noqa: E402
 
-PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "eager", "compile", "eager-fp32",
+PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "ascend_ops-every-row", "eager", "compile", "eager-fp32",
              "compile-fp32", "torch-lce", "torch-lce-chunked", "torch-lce-chunked-ascend_ops",
              "ascend_ops-softcap-zloss", "eager-softcap-zloss", "ascend_ops-smoothing-weights",
              "eager-smoothing-weights", "gemms")
@@ -117,6 +119,20 @@ def plain_formula(softcap=None, lse_square_scale=0.0, label_smoothing=0.0, ce_we
     return loss
 
 
+def every_row(fn):
+    """`fn` with the ignored rows run as the kept ones (ascend_ops-every-row): no gathering of
+    the kept rows (training/kept_rows.py), so the ratio to ascend_ops is what skipping saves."""
+    from ascend_ops.training import kept_rows
+
+    def run(x, w, t):
+        saved, kept_rows.MIN_IGNORED_VOCAB_PER_ROW = kept_rows.MIN_IGNORED_VOCAB_PER_ROW, 2**62
+        try:
+            return fn(x, w, t)
+        finally:
+            kept_rows.MIN_IGNORED_VOCAB_PER_ROW = saved
+    return run
+
+
 def loss_function(provider: str):
     chosen = option_set(provider)
     if chosen is not None and provider.startswith("eager"):
@@ -135,6 +151,8 @@ def loss_function(provider: str):
                 return ascend_ops.linear_cross_entropy(x, w, t, ce_weight=weights, **_options)
             return ours
         mode = "high-performance" if provider.endswith("high-performance") else "memory-saving"
+        if provider == "ascend_ops-every-row":
+            return every_row(lambda x, w, t: ascend_ops.linear_cross_entropy(x, w, t, mode=mode))
         return lambda x, w, t: ascend_ops.linear_cross_entropy(x, w, t, mode=mode)
     if provider in TORCH_API:
         from ascend_ops import torch_linear_cross_entropy as bridge
@@ -170,11 +188,16 @@ def make_inputs(bt: int, h: int, v: int):
     return x, w, t
 
 
+def kept_row_count(t: torch.Tensor) -> int:
+    """The rows the step's GEMMs run on: ascend_ops skips the ignored ones."""
+    return int((t != IGNORED).sum())
+
+
 def make_step(provider: str, x, w, t):
     if provider == "gemms":
         from gemm_peak import PRODUCTS, StepOperands, run_product, step_operands
 
-        ops = step_operands(x.size(0), x.size(1), w.size(0))
+        ops = step_operands(kept_row_count(t), x.size(1), w.size(0))
 
         def gemms() -> None:
             for product in PRODUCTS:
@@ -220,7 +243,7 @@ def interleaved_times(providers: list[str], bt: int, h: int, v: int, reps: int) 
     x, w, t = make_inputs(bt, h, v)
     times = time_interleaved({p: make_step(p, x, w, t) for p in providers}, reps)
     if "gemms" in providers:
-        times["peak_fractions"] = gemm_peak_fractions(bt, h, v, reps)
+        times["peak_fractions"] = gemm_peak_fractions(kept_row_count(t), h, v, reps)
     return times
 
 

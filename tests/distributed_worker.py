@@ -22,6 +22,7 @@ import torch.distributed as dist
 import ascend_ops
 import bn_accuracy
 from ascend_ops.training import grad_cache as _grad_cache
+from ascend_ops.training import kept_rows as _kept_rows
 
 H = 24
 
@@ -46,8 +47,10 @@ def lce_problem(world: int) -> dict:
                 uneven_weight=uneven_weight, uneven_target=uneven_target)
 
 
-LCE_RUNS = [(mode, reduction) for mode in ("memory-saving", "high-performance")
-            for reduction in ("mean", "sum", "none")]
+# (mode, reduction, rows): "kept-rows" gathers the rows not ignored whatever their count
+# (training/kept_rows.py; at this size the threshold would run every row, "all-rows")
+LCE_RUNS = [(mode, reduction, rows) for mode in ("memory-saving", "high-performance")
+            for reduction in ("mean", "sum", "none") for rows in ("all-rows", "kept-rows")]
 
 
 def bn_problem(world: int) -> dict:
@@ -92,13 +95,19 @@ def run_lce(rank: int, world: int) -> dict:
     p = lce_problem(world)
     v = p["shard_sizes"][rank]
     results = {}
-    for mode, reduction in LCE_RUNS:
+    for mode, reduction, rows in LCE_RUNS:
         x = p["input"].clone().requires_grad_()
         w = p["weight"][rank * v:(rank + 1) * v].clone().requires_grad_()
-        loss = ascend_ops.linear_cross_entropy(x, w, p["target"], reduction=reduction,
-                                               process_group=dist.group.WORLD, mode=mode)
+        saved = _kept_rows.MIN_IGNORED_VOCAB_PER_ROW
+        _kept_rows.MIN_IGNORED_VOCAB_PER_ROW = 0 if rows == "kept-rows" else 10**9
+        try:
+            loss = ascend_ops.linear_cross_entropy(x, w, p["target"], reduction=reduction,
+                                                   process_group=dist.group.WORLD, mode=mode)
+        finally:
+            _kept_rows.MIN_IGNORED_VOCAB_PER_ROW = saved
+        gathered = loss.grad_fn.kept is not None
         loss.backward(p["grad_none"] if reduction == "none" else None)
-        results[(mode, reduction)] = (loss.detach(), x.grad, w.grad)
+        results[(mode, reduction, rows)] = (loss.detach(), x.grad, w.grad, gathered)
     start = sum(p["uneven_sizes"][:rank])
     x = p["input"].clone().requires_grad_()
     w = p["uneven_weight"][start:start + p["uneven_sizes"][rank]].clone().requires_grad_()

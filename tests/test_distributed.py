@@ -57,11 +57,13 @@ def assert_half_close(ours, truth, what):
     testing.assert_half_grad_close(ours, truth, what)
 
 
-@pytest.mark.parametrize("run", worker.LCE_RUNS, ids=lambda r: f"{r[0]}-{r[1]}")
+@pytest.mark.parametrize("run", worker.LCE_RUNS, ids="-".join)
 def test_linear_cross_entropy_ranks_match_one_process(ranks, run):
     world, results = ranks
-    mode, reduction = run
+    mode, reduction, rows = run
     p = worker.lce_problem(world)
+    # every rank took the same decision: gather the kept rows or run them all
+    assert [r["lce"][run][3] for r in results] == [rows == "kept-rows"] * world
     loss = [r["lce"][run][0] for r in results]
     input_grad = sum(r["lce"][run][1].double() for r in results)
     weight_grad = torch.cat([r["lce"][run][2] for r in results])

@@ -21,6 +21,7 @@ import torch.distributed as dist
 from .. import ops
 from ..masks import unpack_target_mask
 from . import grad_cache as _grad_cache
+from . import kept_rows as _kept_rows
 from . import routes as _routes
 from .checks import check_linear_cross_entropy
 from .lce_options import LinearCrossEntropyOutput, check_loss_options, check_option_tensors
@@ -62,7 +63,8 @@ def linear_cross_entropy(
         weight: [V, H] in input's dtype, this rank's vocabulary shard: global ids
             [vocab_start_index, vocab_start_index + V).
         target: [*] int32 or int64 global ids (input's leading shape); rows equal to
-            `ignore_index` contribute nothing to the loss nor to any gradient.
+            `ignore_index` contribute nothing to the loss nor to any gradient (on CPU
+            the step skips them: training/kept_rows.py).
         linear_bias: [V] in input's dtype, the head's bias for this shard (torch's name),
             differentiable.
         ce_weight: [V] floating, this shard's class weights (torch's `weight` of
@@ -181,9 +183,13 @@ class _LinearCrossEntropy(torch.autograd.Function):
         rows = target.reshape(-1)  # BT
         ignored = rows == ignore_index
         count = (~ignored).sum()  # a tensor: reading it would stall an accelerator's host
+        ctx.reduction, ctx.count, ctx.input_shape = reduction, count, input.shape
+        # On CPU the step runs on the kept rows only (kept_rows.py): x [BT', H] from here
+        kept = ctx.kept = _kept_rows.kept_row_index(ignored, weight.size(0), group)
+        ctx.total_rows = rows.numel()
+        x, rows, ignored = (_kept_rows.gather(t, kept) for t in (x, rows, ignored))
         # -1 lies in no shard (shards start at >= 0), so an ignored row is masked everywhere.
         shard_target = torch.where(ignored, -1, rows)
-        ctx.reduction, ctx.count, ctx.input_shape = reduction, count, input.shape
         chunk_rows = _grad_cache.plan_chunk_rows(x, weight, needs_grad, group,
                                                  bounded=mode == MEMORY_SAVING)
         if chunk_rows:
@@ -193,7 +199,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         else:
             row_loss = _LinearCrossEntropy._forward_keeping_statistics(
                 ctx, x, weight, rows, ignored, shard_target, ignore_index, group, start, mode)
-        row_loss = row_loss.masked_fill(ignored, 0.0)
+        row_loss = _kept_rows.scatter(row_loss.masked_fill(ignored, 0.0), kept, target.numel())
         if reduction == "mean":
             return row_loss.sum() / count
         if reduction == "sum":
@@ -245,20 +251,23 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_loss):
+        # x, grad_loss's rows and the input gradient are the kept rows' (kept_rows.py)
+        total = ctx.total_rows
         if ctx.grad_cached:
             x, weight, grad_cache, ignored = ctx.saved_tensors
             if ctx.reduction == "none":  # ignored rows of G are 0 whatever their gradient
-                row_scale = grad_loss.reshape(-1).float().masked_fill(ignored, 1.0)
+                row_scale = _kept_rows.gather(grad_loss.reshape(-1), ctx.kept).float() \
+                    .masked_fill(ignored, 1.0)
             else:  # "mean"'s 1 / count is in G already
                 row_scale = grad_loss.float().reshape(1).expand(x.size(0))
             input_grad, weight_grad = _grad_cache.backward(
                 grad_cache, row_scale, x, weight, *ctx.needs_input_grad[:2])
             if input_grad is not None:
-                input_grad = input_grad.view(ctx.input_shape)
+                input_grad = _kept_rows.scatter(input_grad, ctx.kept, total).view(ctx.input_shape)
             return input_grad, weight_grad, None, None, None, None, None, None, None
         x, weight, target_mask, masked_target, logits_max, sum_exp, ignored = ctx.saved_tensors
         if ctx.reduction == "none":
-            grad_rows = grad_loss.reshape(-1).float()
+            grad_rows = _kept_rows.gather(grad_loss.reshape(-1), ctx.kept).float()
         else:
             # mean over the rows not ignored; with none left every row's gradient is 0 below
             scale = 1.0 / ctx.count.clamp_min(1) if ctx.reduction == "mean" else 1.0
@@ -269,5 +278,5 @@ class _LinearCrossEntropy(torch.autograd.Function):
             grad_rows, x, weight, target_mask, masked_target, 0.0,
             None if softmax is not None else logits_max,
             None if softmax is not None else sum_exp, softmax)
-        return (input_grad.view(ctx.input_shape), weight_grad,
+        return (_kept_rows.scatter(input_grad, ctx.kept, total).view(ctx.input_shape), weight_grad,
                 None, None, None, None, None, None, None)
