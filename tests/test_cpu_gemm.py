@@ -110,6 +110,32 @@ def test_own_gemm_gives_the_same_bits_on_any_thread_count(threads, rounded):
     assert torch.equal(_C.cpu_gemm(a_in, b_in, "avx512bf16", rounded=rounded), one_pass)
 
 
+def rounded_tile_cols(k):
+    """Columns of bf16_gemm_rounded's widest tile of B at depth k (bf16_gemm.cpp)."""
+    budget = _C.cpu_gemm_blocking()["rounded_tile_bytes"]
+    return budget // ((k + k % 2) * 2) // 32 * 32
+
+
+@pytest.mark.skipif("avx512bf16" not in ENGINES, reason="this CPU lacks AVX512-BF16")
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("tiles", [1, 4, 5], ids=lambda t: f"{t}-tiles")
+def test_own_rounded_gemm_in_column_tiles_and_in_row_blocks(threads, tiles, transpose_a):
+    """bf16_gemm_rounded packs B once per column tile where at most 4 tiles hold it (1 and
+    4 here, the last one a tail), else rounds 16 MiB blocks of rows (5): either way bit for
+    bit the fp32 product rounded once, on 1 thread and on several."""
+    k = 601  # an odd K: a half-filled last pair
+    n = (tiles - 1) * rounded_tile_cols(k) + 37 if tiles > 1 else 70
+    a, b, a_in, b_in = operands((29, n, k), torch.bfloat16, transpose_a, False)
+    sums = _C.cpu_gemm(a_in, b_in, "avx512bf16")
+    exact = a.double() @ b.double()
+    bound = (a.double().abs() @ b.double().abs()) * (k + 1) * 2.0**-24
+    assert torch.all((sums.double() - exact).abs() <= bound + 1e-30)
+    ours = _C.cpu_gemm(a_in, b_in, "avx512bf16", rounded=True)
+    assert torch.equal(ours, sums.bfloat16())
+    torch.set_num_threads(1)
+    assert torch.equal(_C.cpu_gemm(a_in, b_in, "avx512bf16", rounded=True), ours)
+
+
 @pytest.mark.skipif(not hasattr(_C, "cpu_gemm_blocking"), reason="no x86 GEMM kernels in this build")
 def test_blocking_follows_the_cache_sizes():
     """The own GEMMs' blocking is derived from the caches read at run time (sysfs here),
@@ -122,6 +148,8 @@ def test_blocking_follows_the_cache_sizes():
     assert blocking["kc"] % 64 == 0 and 128 <= blocking["kc"] <= 4096
     assert 12 * blocking["kc"] * 2 <= max(caches["l1d"] * 3 // 4, 12 * 128 * 2)
     assert blocking["mc"] % 12 == 0 and blocking["mc"] * blocking["kc"] * 2 <= max(caches["l2"] // 4, 12 * blocking["kc"] * 2)
+    # the rounded GEMM's B tile: a quarter of L3 (of 4 x L2 where L3 is unknown)
+    assert blocking["rounded_tile_bytes"] == (caches["l3"] or caches["l2"] * 4) // 4
 
 
 @pytest.mark.skipif("avx2" not in ENGINES, reason="this CPU lacks AVX2 and FMA")

@@ -208,7 +208,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         [] {
           const auto b = ascend_ops::cpu::bf16_gemm_blocking(at::get_num_threads());
           return py::dict(py::arg("kc") = b.kc, py::arg("mc") = b.mc,
-                          py::arg("b_panel_bytes") = b.b_panel_bytes);
+                          py::arg("b_panel_bytes") = b.b_panel_bytes,
+                          py::arg("rounded_tile_bytes") = b.rounded_tile_bytes);
         },
         "The avx512bf16 GEMM's cache blocking on this CPU at the current thread count.");
 #endif

@@ -14,11 +14,15 @@ namespace cpu {
 //          hardware thread runs a block of its own)
 //   b_panel_bytes  a thread's packed B panel (kc x nc bf16) at most: L3 / 2 shared out
 //          between the threads
-// On AMD EPYC Zen 4 (L1d 32 KiB, L2 1 MiB, L3 32 MiB): kc 1024, mc 96, 8 MiB at 2 threads.
+//   rounded_tile_bytes  bf16_gemm_rounded's column tile of B (k x nt bf16, every K block,
+//          shared by the threads) at most: L3 / 4
+// On AMD EPYC Zen 4 (L1d 32 KiB, L2 1 MiB, L3 32 MiB): kc 1024, mc 96, 8 MiB at 2 threads,
+// 8 MiB.
 struct Bf16GemmBlocking {
   int64_t kc;
   int64_t mc;
   int64_t b_panel_bytes;
+  int64_t rounded_tile_bytes;
 };
 Bf16GemmBlocking bf16_gemm_blocking(int threads);
 
@@ -32,8 +36,10 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
                bool accumulate);
 
 // out[m, n] (bf16, leading dimension ld_out) = bf16(A @ B): the sums of bf16_gemm, each
-// rounded once (to nearest even), computed a block of rows at a time into 16 MiB of fp32
-// scratch.
+// rounded once (to nearest even). Where B packed in at most 4 column tiles of
+// rounded_tile_bytes (the weight gradient's short K), each tile is packed once and each
+// block of mc rows rounded from a per-thread tile of sums; else a block of rows at a time
+// into 16 MiB of fp32 scratch.
 void bf16_gemm_rounded(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, uint16_t* out,
                        int64_t ld_out);
 
