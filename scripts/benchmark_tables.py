@@ -5,7 +5,9 @@ figure there has its data in scripts/results/.
 Each table sits between `<!-- table:NAME -->` and `<!-- /table:NAME -->` in the markdown;
 everything outside the markers is left alone. Tables use the newest row per key
 (scripts/results_csv.py) and show one block per CPU class (model, AMX-BF16,
-AVX512-BF16), thread count and GEMM engine. Ratios are within one run of one machine.
+AVX512-BF16), thread count and GEMM engine. Ratios are between rows of one machine and
+day (each provider's newest); the linear cross entropy table's `against` is between rows of
+one run (results_csv.py's `run`; for rows written before it was recorded, of one day).
 
     python scripts/benchmark_tables.py            # rewrite docs/benchmarks.md
     python scripts/benchmark_tables.py --check    # exit 1 if it is out of date
@@ -22,7 +24,7 @@ from collections import defaultdict
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from results_csv import DEFAULT_CSV, newest_rows  # noqa: E402
+from results_csv import DEFAULT_CSV, newest, newest_rows, read_rows  # noqa: E402
 
 DOC = ROOT / "docs" / "benchmarks.md"
 FLCE = "fused_linear_cross_entropy_loss_grad"
@@ -204,15 +206,26 @@ LCE_PROVIDERS = {"ascend_ops": "ascend_ops (memory-saving)",
                  "ascend_ops-smoothing-weights": "ascend_ops, label smoothing 0.1 + class weights",
                  "eager-smoothing-weights": "eager plain formula, label smoothing 0.1 + class weights",
                  "gemms": "ascend_ops' three GEMMs alone (its engines)"}
-#: Rows compared with another of the same run: (time, peak memory) as ratios to it.
+#: Rows compared with another of the same run (lce_table's `against`): (time, peak
+#: memory) as ratios to it.
 LCE_AGAINST = {"torch-lce-chunked-ascend_ops": "torch-lce-chunked",
                "ascend_ops-softcap-zloss": "eager-softcap-zloss",
                "ascend_ops-smoothing-weights": "eager-smoothing-weights"}
 
 
-def lce_table(rows: list[dict]) -> str:
+def lce_table(rows: list[dict], every_row: list[dict] | None = None) -> str:
+    """The newest row per provider of each (CPU class, engine, size, day); `against`
+    compares a row with LCE_AGAINST's provider measured in the same run: its newest row of
+    that run in `every_row` (the CSV, oldest first; `rows` when not given), none when the
+    run did not measure it. Rows written before runs were recorded (empty `run`) pair with
+    that provider's newest row of the same CPU class, engine, size and day if it has no run
+    either: those may come from two runs of one day."""
     body = []
     groups = grouped(rows, LCE, "size")
+    of_run = {}  # (run, CPU class, engine, size, provider): its newest row in that run
+    for row in every_row if every_row is not None else rows:
+        if row["op"] == LCE and row.get("run"):
+            of_run[(row["run"], cpu_class(row), row["engine"], row["size"], row["provider"])] = row
     ordered = sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], size_key(kv[0][2]), kv[0][3]))
     for (cpu, engine, size, _), by in ordered:
         if "ascend_ops" not in by:
@@ -221,7 +234,12 @@ def lce_table(rows: list[dict]) -> str:
         for provider, label in LCE_PROVIDERS.items():
             if provider in by:
                 row = by[provider]
-                other = by.get(LCE_AGAINST.get(provider, ""))
+                partner = LCE_AGAINST.get(provider, "")
+                if row.get("run"):
+                    other = of_run.get((row["run"], cpu, engine, size, partner))
+                else:  # no run recorded: the partner of the same day, if it has none either
+                    other = by.get(partner)
+                    other = None if other is not None and other.get("run") else other
                 against = ""
                 if other is not None:
                     against = (f"{float(row['median_s']) / float(other['median_s']):.2f}× time, "
@@ -263,8 +281,11 @@ TABLES = {"flce": flce_table, "bn": bn_table, "sync-bn": sync_bn_layer_table,
           "gemm-peak": gemm_peak_table}
 
 
-def render(doc: str, rows: list[dict]) -> str:
-    for name, make in TABLES.items():
+def render(doc: str, every_row: list[dict]) -> str:
+    """`doc` with its tables made from `every_row` (the CSV, oldest first)."""
+    rows = newest(every_row)
+    tables = {**TABLES, "linear-cross-entropy": lambda rows: lce_table(rows, every_row)}
+    for name, make in tables.items():
         pattern = re.compile(rf"(<!-- table:{name} -->\n).*?(<!-- /table:{name} -->)", re.S)
         if not pattern.search(doc):
             raise SystemExit(f"{DOC}: no <!-- table:{name} --> ... <!-- /table:{name} --> markers")
@@ -279,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the doc is out of date")
     args = parser.parse_args(argv)
     doc = args.doc.read_text()
-    new = render(doc, newest_rows(args.csv))
+    new = render(doc, read_rows(args.csv))
     if args.check:
         if new != doc:
             print(f"{args.doc} is out of date: run python scripts/benchmark_tables.py", file=sys.stderr)

@@ -22,9 +22,14 @@ A row is one provider's timing of one op at one size on one machine:
                                          avx2=0.2 portable=0.167; rounded: ..."; one list in
                                          rows before 2026-12-03): how close the choices were
                                          on this CPU class (empty in rows before 2026-12-01)
+    run                                  the run that wrote the row: one id per benchmark
+                                         process (its UTC start time and pid), shared by all
+                                         its rows, so that rows compared with each other come
+                                         from one run (empty in rows before 2026-12-05)
 
 Rows are appended; a reader keeps the newest row per key (every field up to engine, and
-the date: runs of different days stay side by side).
+the date: runs of different days stay side by side). A file of the schema before `run`
+is upgraded in place by the next append (its rows get an empty run).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ import torch
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 DEFAULT_CSV = RESULTS / "benchmarks.csv"
+# This process's run: every row it makes carries it (ResultRow.run).
+RUN = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M:%SZ}-{os.getpid()}"
 
 
 @dataclasses.dataclass
@@ -64,10 +71,13 @@ class ResultRow:
     date: str = dataclasses.field(default_factory=lambda: datetime.date.today().isoformat())
     load_1m: float | None = None
     engine_tflops: str = ""
+    run: str = RUN
 
 
 FIELDS = [f.name for f in dataclasses.fields(ResultRow)]
 KEY = FIELDS[:FIELDS.index("engine") + 1] + ["date"]
+# The schema before `run` (2026-12-05): append_rows upgrades such a file.
+FIELDS_BEFORE_RUN = FIELDS[:FIELDS.index("run")]
 
 
 def quantile(sorted_values: list[float], q: float) -> float:
@@ -104,13 +114,16 @@ def machine_fields() -> dict:
 
 
 def append_rows(path: pathlib.Path, rows: list[ResultRow]) -> None:
-    """Append to `path`, writing the header if the file is new; a file with another header
-    is an error (write to a new file instead of mixing schemas)."""
+    """Append to `path`, writing the header if the file is new; a file of the schema before
+    `run` is first rewritten with it (its rows' run empty, every other field as it was); a
+    file with another header is an error (write to a new file instead of mixing schemas)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and path.stat().st_size > 0:
         with path.open(newline="") as f:
             header = next(csv.reader(f), [])
-        if header != FIELDS:
+        if header == FIELDS_BEFORE_RUN:
+            upgrade_to_run_field(path)
+        elif header != FIELDS:
             raise SystemExit(f"{path}: header {header} is not this schema {FIELDS}; "
                              f"use another --csv")
         new = False
@@ -123,10 +136,29 @@ def append_rows(path: pathlib.Path, rows: list[ResultRow]) -> None:
         writer.writerows(dataclasses.asdict(r) for r in rows)
 
 
+def upgrade_to_run_field(path: pathlib.Path) -> None:
+    """Rewrite a file of the schema before `run` with the run column, empty, at the end."""
+    old = read_rows(path)
+    with path.open("w", newline="") as f:  # csv's own line ends (CRLF), as the rows were written
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows({**row, "run": ""} for row in old)
+
+
+def read_rows(path: pathlib.Path) -> list[dict]:
+    """Every row of `path`, oldest first; `run` is "" where the file has no such column."""
+    with path.open(newline="") as f:
+        return [{"run": "", **row} for row in csv.DictReader(f)]
+
+
+def newest(rows: list[dict]) -> list[dict]:
+    """The newest of `rows` (oldest first) per key, in order of first appearance."""
+    latest: dict[tuple, dict] = {}
+    for row in rows:
+        latest[tuple(row[k] for k in KEY)] = row  # later rows are newer
+    return list(latest.values())
+
+
 def newest_rows(path: pathlib.Path) -> list[dict]:
     """The rows of `path`, the newest per key, in order of first appearance."""
-    latest: dict[tuple, dict] = {}
-    with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            latest[tuple(row[k] for k in KEY)] = row  # later rows are newer
-    return list(latest.values())
+    return newest(read_rows(path))

@@ -39,6 +39,8 @@ def test_quick_benchmark_runs_every_provider(tmp_path):
     assert all(float(r["peak_tflops"]) > 0 and float(r["fraction"]) >= 0 for r in peak)
     # what judges a run on another CPU class: every engine's measured speed in each row
     rows = list(csv.DictReader(lines))
+    # one run: every row carries its id (benchmark_tables compares rows of one run)
+    assert len({row["run"] for row in rows}) == 1 and rows[0]["run"], rows[0]
     for engine in ascend_ops._C.cpu_gemm_engines():
         assert all(f"{engine}=" in row["engine_tflops"] for row in rows), rows[0]
 

@@ -38,3 +38,92 @@ def test_flce_row_ratios(tmp_path):
         writer.writeheader()
         writer.writerows(rows)
     assert len(benchmark_tables.newest_rows(path)) == 3
+
+
+def lce_row(provider: str, median: float, peak: float, run: str, date: str = "2026-12-05") -> dict:
+    machine = {"threads": "2", "cpu_model": "EPYC", "amx_bf16": "0", "avx512_bf16": "1",
+               "engine": "avx512bf16", "rounds": "3", "torch": "t", "date": date, "load_1m": "1.0"}
+    return {**{f: "" for f in FIELDS}, **machine, "op": benchmark_tables.LCE, "provider": provider,
+            "mode": "forward+backward", "dtype": "bfloat16", "size": "64x32x300",
+            "median_s": str(median), "p20_s": str(median), "p80_s": str(median),
+            "peak_extra_mib": str(peak), "run": run}
+
+
+def against_column(table: str) -> dict[str, str]:
+    """{provider label: its `against` cell} of lce_table's markdown."""
+    cells = [line.split(" | ") for line in table.splitlines()[2:]]
+    return {row[3]: row[7] for row in cells}
+
+
+def test_lce_against_pairs_rows_of_one_run():
+    # Run A measured every provider; later runs of the same day only some: B both option-set
+    # providers, C the eager option set alone, D ours with smoothing alone. Each provider's
+    # newest row is shown, compared with its partner of the same run: the softcap row (B's)
+    # with B's eager row, not C's newer one; D's smoothing row with none (A's is another run).
+    label = benchmark_tables.LCE_PROVIDERS
+    every_row = [lce_row("ascend_ops", 1.0, 100, "A"),
+                 lce_row("torch-lce-chunked-ascend_ops", 1.5, 50, "A"),
+                 lce_row("torch-lce-chunked", 3.0, 200, "A"),
+                 lce_row("ascend_ops-softcap-zloss", 2.0, 100, "A"),
+                 lce_row("eager-softcap-zloss", 4.0, 400, "A"),
+                 lce_row("ascend_ops-smoothing-weights", 2.0, 100, "A"),
+                 lce_row("eager-smoothing-weights", 4.0, 100, "A"),
+                 lce_row("ascend_ops-softcap-zloss", 2.0, 100, "B"),
+                 lce_row("eager-softcap-zloss", 8.0, 400, "B"),
+                 lce_row("eager-softcap-zloss", 16.0, 400, "C"),
+                 lce_row("ascend_ops-smoothing-weights", 3.0, 100, "D")]
+    against = against_column(benchmark_tables.lce_table(benchmark_tables.newest(every_row), every_row))
+    assert against[label["torch-lce-chunked-ascend_ops"]] == \
+        f"0.50× time, 0.25× memory of {label['torch-lce-chunked']}"
+    assert against[label["ascend_ops-softcap-zloss"]] == \
+        f"0.25× time, 0.25× memory of {label['eager-softcap-zloss']}"  # B's pair; C's would be 0.12×
+    assert against[label["ascend_ops-smoothing-weights"]] == ""  # D measured no partner
+    assert against[label["eager-softcap-zloss"]] == ""  # a partner, not compared itself
+    # The whole document is made the same way from the CSV's rows, oldest first.
+    doc = "<!-- table:linear-cross-entropy -->\n<!-- /table:linear-cross-entropy -->"
+    for name in benchmark_tables.TABLES:
+        if name != "linear-cross-entropy":
+            doc += f"\n<!-- table:{name} -->\n<!-- /table:{name} -->"
+    assert "0.25× time, 0.25× memory of eager plain formula, softcap" in benchmark_tables.render(doc, every_row)
+
+
+def test_lce_against_of_rows_without_a_run_pairs_within_the_day():
+    # Rows written before runs were recorded pair as before (the partner's newest row of
+    # the day), but never with a row of a recorded run.
+    label = benchmark_tables.LCE_PROVIDERS
+    every_row = [lce_row("ascend_ops", 1.0, 100, ""),
+                 lce_row("ascend_ops-softcap-zloss", 2.0, 100, ""),
+                 lce_row("eager-softcap-zloss", 4.0, 400, ""),
+                 lce_row("ascend_ops-smoothing-weights", 2.0, 100, ""),
+                 lce_row("eager-smoothing-weights", 4.0, 100, ""),
+                 lce_row("eager-smoothing-weights", 8.0, 100, "E")]
+    against = against_column(benchmark_tables.lce_table(benchmark_tables.newest(every_row), every_row))
+    assert against[label["ascend_ops-softcap-zloss"]] == \
+        f"0.50× time, 0.25× memory of {label['eager-softcap-zloss']}"
+    assert against[label["ascend_ops-smoothing-weights"]] == ""
+
+
+def test_an_append_upgrades_a_file_of_the_schema_before_run(tmp_path):
+    # The committed CSVs predate `run`: the next append adds the column (empty for the old
+    # rows), keeps every old field and csv's CRLF line ends, and stamps the new rows.
+    import dataclasses
+    from results_csv import FIELDS_BEFORE_RUN, RUN, ResultRow, append_rows, read_rows
+
+    path = tmp_path / "old.csv"
+    old = [{f: "" for f in FIELDS_BEFORE_RUN} | {"op": "x", "provider": p, "median_s": "0.5",
+                                                  "engine_tflops": "fp32_out: a=0.1 b=0.2"}
+           for p in ("p1", "p2")]
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS_BEFORE_RUN)
+        writer.writeheader()
+        writer.writerows(old)
+    old_lines = path.read_bytes().split(b"\r\n")
+    new = ResultRow("x", "p3", "m", "bfloat16", "1x2x3", 2, "EPYC", 0, 1, "e", 0.1, 0.1, 0.1, 3)
+    append_rows(path, [new])
+    lines = path.read_bytes().split(b"\r\n")
+    assert lines[0] == b",".join(f.encode() for f in FIELDS)
+    assert lines[1:3] == [line + b"," for line in old_lines[1:3]]
+    assert b"\n" not in b"".join(lines)  # every line ends in CRLF
+    rows = read_rows(path)
+    assert [r["run"] for r in rows] == ["", "", RUN] and RUN
+    assert rows[2]["provider"] == "p3" and dataclasses.asdict(new)["run"] == RUN

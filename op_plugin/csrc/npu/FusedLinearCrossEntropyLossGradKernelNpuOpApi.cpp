@@ -30,6 +30,27 @@ std::optional<at::Tensor> as_aclnn_optional(const std::optional<at::Tensor>& t,
   return t.has_value() ? std::optional<at::Tensor>(as_aclnn_input(*t, strides)) : std::nullopt;
 }
 
+// The op's two outputs, allocated like input and weight (on the device of the caller's
+// NPUGuard, which must outlive the aclnn call). With no elements (BT, H or V == 0) the op
+// would leave them unwritten: they are zeroed here and `empty` tells the caller to return
+// them without a call.
+struct FlceGrads {
+  at::Tensor input_grad;   // [BT, H]
+  at::Tensor weight_grad;  // [V, H]
+  bool empty;
+};
+
+FlceGrads new_flce_grads(const at::Tensor& input, const at::Tensor& weight) {
+  FlceGrads grads{at::empty(input.sizes(), input.options()),
+                  at::empty(weight.sizes(), weight.options()),
+                  input.numel() == 0 || weight.numel() == 0};
+  if (grads.empty) {
+    grads.input_grad.zero_();
+    grads.weight_grad.zero_();
+  }
+  return grads;
+}
+
 std::tuple<at::Tensor, at::Tensor> run_flce_grad(
     const AclnnOp& op, const at::Tensor& grad, const at::Tensor& input,
     const at::Tensor& weight, const at::Tensor& target_mask, const at::Tensor& masked_target,
@@ -44,12 +65,9 @@ std::tuple<at::Tensor, at::Tensor> run_flce_grad(
   // a bad value is rejected alike everywhere.
   check_scratch_bytes("fused_linear_cross_entropy_loss_grad", scratch_bytes);
   const c10_npu::NPUGuard guard(input.device());
-  at::Tensor input_grad = at::empty(input.sizes(), input.options());     // [BT, H]
-  at::Tensor weight_grad = at::empty(weight.sizes(), weight.options());  // [V, H]
-  if (input.numel() == 0 || weight.numel() == 0) {
-    input_grad.zero_();
-    weight_grad.zero_();
-    return {input_grad, weight_grad};
+  FlceGrads grads = new_flce_grads(input, weight);
+  if (grads.empty) {
+    return {grads.input_grad, grads.weight_grad};
   }
   if (!op.custom) {  // our package decides its limits for itself
     check_builtin_flce_grad_limits(input.size(0), input.size(1), weight.size(0),
@@ -93,14 +111,14 @@ std::tuple<at::Tensor, at::Tensor> run_flce_grad(
     run_aclnn<FlceGradCustomPhase1>(op, nullptr, grad_c, input_c, weight_c, mask, target,
                                     max_c, sum_c, softmax_c, no_option, no_option, no_option,
                                     no_option, no_option, label_smoothing, logit_scale, softcap,
-                                    input_grad, weight_grad);
+                                    grads.input_grad, grads.weight_grad);
   } else {
     float smoothing = static_cast<float>(label_smoothing);  // the built-in takes a float
     run_aclnn<FlceGradPhase1>(op, flce_grad_builtin_hint(), grad_c, input_c, weight_c, mask,
-                              target, smoothing, max_c, sum_c, softmax_c, input_grad,
-                              weight_grad);
+                              target, smoothing, max_c, sum_c, softmax_c, grads.input_grad,
+                              grads.weight_grad);
   }
-  return {input_grad, weight_grad};
+  return {grads.input_grad, grads.weight_grad};
 }
 
 }  // namespace
@@ -164,12 +182,9 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_options_
               "fused_linear_cross_entropy_loss_grad_options_custom: softcap must be 0 (none) or a "
               "finite cap > 0, got ", softcap);
   const c10_npu::NPUGuard guard(input.device());
-  at::Tensor input_grad = at::empty(input.sizes(), input.options());     // [BT, H]
-  at::Tensor weight_grad = at::empty(weight.sizes(), weight.options());  // [V, H]
-  if (input.numel() == 0 || weight.numel() == 0) {
-    input_grad.zero_();
-    weight_grad.zero_();
-    return {input_grad, weight_grad};
+  FlceGrads grads = new_flce_grads(input, weight);
+  if (grads.empty) {
+    return {grads.input_grad, grads.weight_grad};
   }
   const Strides strides = Strides::kContiguousOnly;
   at::Tensor mask = target_mask.scalar_type() == at::kBool ? pack_bool_mask(target_mask)
@@ -194,9 +209,9 @@ std::tuple<at::Tensor, at::Tensor> fused_linear_cross_entropy_loss_grad_options_
   // The kernel reads alpha for grad; grad itself is required by the op's signature.
   run_aclnn<FlceGradCustomPhase1>(op, nullptr, alpha_c, input_c, weight_c, mask, target, max_c,
                                   sum_c, softmax_c, bias_c, weight_class_c, alpha_o, beta_c,
-                                  gamma_c, label_smoothing, logit_scale, softcap, input_grad,
-                                  weight_grad);
-  return {input_grad, weight_grad};
+                                  gamma_c, label_smoothing, logit_scale, softcap,
+                                  grads.input_grad, grads.weight_grad);
+  return {grads.input_grad, grads.weight_grad};
 }
 
 }  // namespace ascend_ops::npu

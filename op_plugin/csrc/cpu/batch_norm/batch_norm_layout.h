@@ -11,6 +11,7 @@
 #include <ATen/TensorIterator.h>  // at::internal::GRAIN_SIZE
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -133,6 +134,32 @@ inline at::Tensor tensor_of(const std::vector<double>& values, at::ScalarType dt
     }
   });
   return t;
+}
+
+// The channels whose two sums (first[c], second[c]) came out Inf or NaN, summed again
+// with every element in double: `sum_in_double(channel, lanes)` adds the channel's terms
+// to 2·kBnLanes zeroed lanes with one of BnLoops' *_double loops, and the lanes, flushed
+// in lane order, replace both sums. Why: the portable and AVX2 builds sum half inputs in
+// float blocks, exact rearrangements of the double sums for finite terms only
+// (batch_norm_loops.h); such a sum comes out Inf or NaN, never a wrong finite value, so
+// finite sums never come here. Run on every build and dtype: elsewhere the re-sum only
+// reorders a double sum, and the results of such a channel stay the same on every build.
+template <typename SumInDouble>
+void resum_non_finite_channels(std::vector<double>& first, std::vector<double>& second,
+                               SumInDouble sum_in_double) {
+  const int64_t c = static_cast<int64_t>(first.size());
+  for (int64_t channel = 0; channel < c; ++channel) {
+    if (std::isfinite(first[channel]) && std::isfinite(second[channel])) {
+      continue;
+    }
+    double lanes[2 * kBnLanes] = {};
+    sum_in_double(channel, lanes);
+    first[channel] = second[channel] = 0.0;
+    for (int64_t l = 0; l < kBnLanes; ++l) {
+      first[channel] += lanes[l];
+      second[channel] += lanes[kBnLanes + l];
+    }
+  }
 }
 
 // Per-channel values in the rows loops' compute type (float, or double for float64 input),

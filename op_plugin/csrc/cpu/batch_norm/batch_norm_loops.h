@@ -60,7 +60,7 @@ struct BnLoops {
                       double* sum_dy_xmu);
   // stats_lanes and reduce_runs with every element converted to double and summed in
   // double, in every build. The kernels sum a channel again with these when its sums came
-  // out Inf or NaN: the portable and AVX2 builds sum half inputs in float blocks (see the
+  // out Inf or NaN (resum_non_finite_channels, batch_norm_layout.h): the portable and AVX2 builds sum half inputs in float blocks (see the
   // .inc), exact rearrangements of the double sums for finite terms only (an Inf in dy
   // made Σ dy·(x − mean) NaN where aten's is ±Inf; bfloat16 products past 3.4e38 overflow
   // a float sum whose double twin is finite).

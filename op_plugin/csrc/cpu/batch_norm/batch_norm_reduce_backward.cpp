@@ -23,7 +23,6 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <cmath>
 #include <vector>
 
 namespace ascend_ops {
@@ -104,23 +103,12 @@ Sums channels_outer_sums(cpu::BnElem type, const char* dy, const char* x, int64_
       sums.dy_xmu[channel] += task_sums.dy_xmu[rb * c + channel];
     }
   }
-  // A channel whose sums came out Inf or NaN is summed again, every element in double
-  // (reduce_runs_double): the portable and AVX2 builds' float blocks for half inputs are
-  // exact for finite terms only (batch_norm_loops.h). Finite inputs never come here.
-  for (const auto channel : c10::irange(c)) {
-    if (std::isfinite(sums.dy[channel]) && std::isfinite(sums.dy_xmu[channel])) {
-      continue;
-    }
-    double channel_lanes[kLaneValues] = {};
+  // Inf or NaN sums (an Inf or NaN input, a bfloat16 product past 3.4e38 in a float
+  // block): the channel's sums again, every element in double.
+  cpu::resum_non_finite_channels(sums.dy, sums.dy_xmu, [&](int64_t channel, double* lanes) {
     const int64_t offset = channel * s * item;
-    loops.reduce_runs_double(type, dy + offset, x + offset, n, s, c * s, mean[channel],
-                             channel_lanes);
-    sums.dy[channel] = sums.dy_xmu[channel] = 0.0;
-    for (int64_t l = 0; l < cpu::kBnLanes; ++l) {
-      sums.dy[channel] += channel_lanes[l];
-      sums.dy_xmu[channel] += channel_lanes[cpu::kBnLanes + l];
-    }
-  }
+    loops.reduce_runs_double(type, dy + offset, x + offset, n, s, c * s, mean[channel], lanes);
+  });
   return sums;
 }
 

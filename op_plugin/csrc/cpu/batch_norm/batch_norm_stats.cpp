@@ -93,25 +93,14 @@ ShiftedSums runs_sums(const at::Tensor& x, const BnShape& shape, const double* s
     }
   });
   ShiftedSums sums = sum_row_blocks(task, row_blocks, c);
-  // A channel whose sums came out Inf or NaN is summed again, every element in double
-  // (stats_lanes_double): the portable and AVX2 builds' float blocks for half inputs are
-  // exact for finite terms only, and a bfloat16 square past 3.4e38 overflows them
-  // (batch_norm_loops.h). Finite sums never come here.
-  for (const auto channel : c10::irange(c)) {
-    if (std::isfinite(sums.sum[channel]) && std::isfinite(sums.sum_sq[channel])) {
-      continue;
-    }
-    double channel_lanes[kLaneValues] = {};
+  // Inf or NaN sums (an Inf or NaN input, a bfloat16 square past 3.4e38 in a float
+  // block): the channel's sums again, every element in double.
+  cpu::resum_non_finite_channels(sums.sum, sums.sum_sq, [&](int64_t channel, double* lanes) {
     for (int64_t row = 0; row < n; ++row) {
       loops.stats_lanes_double(type, base + (row * c + channel) * s * item, s, shift[channel],
-                               channel_lanes);
+                               lanes);
     }
-    sums.sum[channel] = sums.sum_sq[channel] = 0.0;
-    for (int64_t l = 0; l < cpu::kBnLanes; ++l) {
-      sums.sum[channel] += channel_lanes[l];
-      sums.sum_sq[channel] += channel_lanes[cpu::kBnLanes + l];
-    }
-  }
+  });
   return sums;
 }
 
