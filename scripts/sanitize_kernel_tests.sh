@@ -6,8 +6,8 @@
 # not instrumented, so libasan (and libstdc++, which must come after it) are preloaded;
 # leak detection is off (Python and torch keep memory until exit by design) and so are the
 # tests that measure peak memory (ASan's shadow memory and quarantine are part of the
-# process). Any ASan or UBSan report ends that test process with an error: the run passes
-# only with none.
+# process), and the engine-choice test that times the engines. Any ASan or UBSan report
+# ends that test process with an error: the run passes only with none.
 #
 #   scripts/sanitize_kernel_tests.sh                 # every test file below
 #   scripts/sanitize_kernel_tests.sh tests/test_cpu_gemm.py -x     # other pytest arguments
@@ -33,10 +33,14 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:detect_odr_v
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan
 export PYTHONPATH="$PWD/$lib${PYTHONPATH:+:$PYTHONPATH}"
 
-# The tests that measure peak resident memory: ASan's shadow memory counts there.
-peak_memory="never_holds_bt_by_v or stays_within_budget or stays_within_half_the_logits"
-peak_memory+=" or no_mkl_buffers_resident or keeps_the_bf16_gradient_within_the_budget"
-peak_memory+=" or keeps_no_logits_for_the_backward"
+# Left out: the tests that measure peak resident memory (ASan's shadow memory counts there).
+excluded="never_holds_bt_by_v or stays_within_budget or stays_within_half_the_logits"
+excluded+=" or no_mkl_buffers_resident or keeps_the_bf16_gradient_within_the_budget"
+excluded+=" or keeps_no_logits_for_the_backward"
+# And the one test that times the engines for real (the choice under a background load):
+# instrumented engines run at other relative speeds (fp32_out: mkl 0.195 against onednn 0.174
+# TFLOP/s sanitized), so near-ties flip; it runs in the normal suite.
+excluded+=" or same_from_a_quiet_and_a_loaded_start"
 
 if [ $# -eq 0 ]; then
   set -- tests/test_cpu_gemm.py tests/test_gemm_operands.py tests/test_fused_linear_cross_entropy_loss_grad.py \
@@ -49,7 +53,7 @@ import ascend_ops, ascend_ops._C as C
 print("sanitized build:", C.__file__)
 PY
 status=0
-"$python" -m pytest -p no:cacheprovider -k "not ($peak_memory)" "$@" || status=$?
+"$python" -m pytest -p no:cacheprovider -k "not ($excluded)" "$@" || status=$?
 if compgen -G "$reports/*" > /dev/null; then
   echo "sanitizer reports (in $reports):"
   head -40 "$reports"/*
