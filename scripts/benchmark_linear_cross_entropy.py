@@ -77,6 +77,7 @@ OPTION_SETS = {"softcap-zloss": dict(softcap=30.0, lse_square_scale=1e-4),
 #: The torch providers the step is compared with (the summary line's "fastest torch provider").
 TORCH_PROVIDERS = ("eager", "compile", "eager-fp32", "compile-fp32", "torch-lce", "torch-lce-chunked")
 IGNORED = -100
+IGNORE_EVERY = 7  # one target in 7 ignored (padding), as a training batch has
 
 
 def default_providers() -> list[str]:
@@ -184,7 +185,7 @@ def make_inputs(bt: int, h: int, v: int):
     x = (torch.randn(bt, h, generator=gen) / h**0.5).bfloat16().requires_grad_()
     w = (torch.randn(v, h, generator=gen) * 0.02).bfloat16().requires_grad_()
     t = torch.randint(0, v, (bt,), generator=gen)
-    t[::7] = IGNORED  # one target in 7 ignored (padding), as a training batch has
+    t[::IGNORE_EVERY] = IGNORED
     return x, w, t
 
 
@@ -340,8 +341,10 @@ def main(argv: list[str] | None = None) -> int:
         append_rows(args.csv, rows)
         print(f"rows appended to {args.csv}")
         if measure.peak_fractions:
+            # the GEMMs ran on the kept rows (kept_row_count): that is their size
+            kept = bt - len(range(0, bt, IGNORE_EVERY))
             append_peak_rows(args.csv.parent / "gemm_peak.csv", measure.peak_fractions,
-                             "x".join(map(str, args.size)), args.reps)
+                             "x".join(map(str, (kept, h, v))), args.reps)
     return 0
 
 

@@ -195,6 +195,7 @@ def sync_bn_kernel_table(rows: list[dict]) -> str:
 
 LCE_PROVIDERS = {"ascend_ops": "ascend_ops (memory-saving)",
                  "ascend_ops-high-performance": "ascend_ops (high-performance)",
+                 "ascend_ops-every-row": "ascend_ops (memory-saving), ignored rows run too",
                  "eager": "eager `F.cross_entropy(F.linear(...))`", "compile": "`torch.compile` of eager",
                  "eager-fp32": "eager on fp32 copies `F.linear(x.float(), w.float())`",
                  "compile-fp32": "`torch.compile` of eager on fp32 copies",
