@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <memory>
 
 namespace ascend_ops {
 namespace cpu {
@@ -118,7 +117,6 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
   const int64_t mc = std::min(blocking.mc, part_rows);
   at::parallel_for(0, col_parts * row_parts, 1, [&](int64_t begin, int64_t end) {
     // Uninitialised: every panel is packed before it is read.
-    // Uninitialised: every panel is packed before it is read.
     AlignedWords b_panel(nc * pairs_max);
     AlignedWords a_block(round_up(mc, kMr) * pairs_max);
     for (int64_t item = begin; item < end; ++item) {
@@ -174,8 +172,9 @@ bool rounded_in_tiles(int64_t n, int64_t k) {
 // medians of 5): at (BT, H, V) = (1755, 2048, 16384) 0.358 -> 0.399 TFLOP/s (0.77 -> 0.86
 // of the VDPBF16PS loop's 0.466), at (3511, 4096, 16000) 0.384 -> 0.404; the same path
 // for grad_input (K = V: 8+ tiles, A packed again per tile) ran 5 % slower, hence at most
-// kMaxRoundedTiles tiles. Rows per block: the generic mc (24 rows, the sums within a
-// quarter of L2, ran 0.387). Same sums in the same order as bf16_gemm: the same bits.
+// kMaxRoundedTiles tiles. Rows per block: the generic mc (96 here; 24 rows, which keep the
+// sums within a quarter of L2, ran 0.387). Same sums in the same order as bf16_gemm: the
+// same bits.
 void bf16_gemm_rounded_tiles(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, uint16_t* out,
                              int64_t ld_out) {
   const int64_t kc = k_block_depth(k);
