@@ -61,10 +61,10 @@ from results_csv import DEFAULT_CSV, ResultRow, append_rows, machine_fields, tim
 from torch_matmul_probe import probe_matmul  # noqa: E402
 from worker_processes import report, reset_peak_rss, run_worker, status_kb, text_table  # noqa: E402
 
-PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "ascend_ops-every-row", "eager", "compile", "eager-fp32",
-             "compile-fp32", "torch-lce", "torch-lce-chunked", "torch-lce-chunked-ascend_ops",
-             "ascend_ops-softcap-zloss", "eager-softcap-zloss", "ascend_ops-smoothing-weights",
-             "eager-smoothing-weights", "gemms")
+PROVIDERS = ("ascend_ops", "ascend_ops-high-performance", "ascend_ops-every-row", "eager",
+             "compile", "eager-fp32", "compile-fp32", "torch-lce", "torch-lce-chunked",
+             "torch-lce-chunked-ascend_ops", "ascend_ops-softcap-zloss", "eager-softcap-zloss",
+             "ascend_ops-smoothing-weights", "eager-smoothing-weights", "gemms")
 
 #: torch's own F.linear_cross_entropy: options=None (linear + cross_entropy, full logits),
 #: options=LinearCrossEntropyOptions() on torch's chunked body, and the same with our
