@@ -189,16 +189,16 @@ def make_inputs(bt: int, h: int, v: int):
     return x, w, t
 
 
-def kept_row_count(t: torch.Tensor) -> int:
-    """The rows the step's GEMMs run on: ascend_ops skips the ignored ones."""
-    return int((t != IGNORED).sum())
+def kept_row_count(bt: int) -> int:
+    """The rows of make_inputs' batch the step's GEMMs run on: ascend_ops skips the ignored ones."""
+    return bt - len(range(0, bt, IGNORE_EVERY))
 
 
 def make_step(provider: str, x, w, t):
     if provider == "gemms":
         from gemm_peak import PRODUCTS, StepOperands, run_product, step_operands
 
-        ops = step_operands(kept_row_count(t), x.size(1), w.size(0))
+        ops = step_operands(kept_row_count(x.size(0)), x.size(1), w.size(0))
 
         def gemms() -> None:
             for product in PRODUCTS:
@@ -244,7 +244,7 @@ def interleaved_times(providers: list[str], bt: int, h: int, v: int, reps: int) 
     x, w, t = make_inputs(bt, h, v)
     times = time_interleaved({p: make_step(p, x, w, t) for p in providers}, reps)
     if "gemms" in providers:
-        times["peak_fractions"] = gemm_peak_fractions(kept_row_count(t), h, v, reps)
+        times["peak_fractions"] = gemm_peak_fractions(kept_row_count(bt), h, v, reps)
     return times
 
 
@@ -341,10 +341,9 @@ def main(argv: list[str] | None = None) -> int:
         append_rows(args.csv, rows)
         print(f"rows appended to {args.csv}")
         if measure.peak_fractions:
-            # the GEMMs ran on the kept rows (kept_row_count): that is their size
-            kept = bt - len(range(0, bt, IGNORE_EVERY))
+            # the GEMMs ran on the kept rows: that is their size
             append_peak_rows(args.csv.parent / "gemm_peak.csv", measure.peak_fractions,
-                             "x".join(map(str, (kept, h, v))), args.reps)
+                             "x".join(map(str, (kept_row_count(bt), h, v))), args.reps)
     return 0
 
 

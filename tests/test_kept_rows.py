@@ -8,7 +8,7 @@ import torch
 import ascend_ops
 from ascend_ops.training import kept_rows
 from ascend_ops.training.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
-from test_linear_cross_entropy import assert_grad_close, problem, truth
+from test_linear_cross_entropy import assert_grad_close, problem, run, truth
 
 
 def ignored_rows(bt, dropped):
@@ -68,13 +68,15 @@ def test_gather_and_scatter():
 
 
 def run_gathered(input, weight, target, grad, monkeypatch, **options):
-    monkeypatch.setattr(kept_rows, "MIN_IGNORED_VOCAB_PER_ROW", 0)  # gather whatever the size
-    x = input.clone().requires_grad_()
-    w = weight.clone().requires_grad_()
-    loss = ascend_ops.linear_cross_entropy(x, w, target, **options)
-    assert loss.grad_fn.kept is not None
-    loss.backward(grad)
-    return loss.detach(), x.grad, w.grad
+    """test_linear_cross_entropy.run with the kept rows gathered whatever the size (and
+    checked to have been)."""
+    monkeypatch.setattr(kept_rows, "MIN_IGNORED_VOCAB_PER_ROW", 0)
+    decide, decisions = kept_rows.kept_row_index, []
+    monkeypatch.setattr(kept_rows, "kept_row_index",
+                        lambda *args: decisions.append(decide(*args)) or decisions[-1])
+    result = run(input, weight, target, grad, **options)
+    assert len(decisions) == 1 and decisions[0] is not None
+    return result
 
 
 @pytest.mark.parametrize("grad_cache_mib", [None, "0"], ids=["cache-default", "cache-off"])
