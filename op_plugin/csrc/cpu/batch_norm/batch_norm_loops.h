@@ -60,10 +60,11 @@ struct BnLoops {
                       double* sum_dy_xmu);
   // stats_lanes and reduce_runs with every element converted to double and summed in
   // double, in every build. The kernels sum a channel again with these when its sums came
-  // out Inf or NaN (resum_non_finite_channels, batch_norm_layout.h): the portable and AVX2 builds sum half inputs in float blocks (see the
-  // .inc), exact rearrangements of the double sums for finite terms only (an Inf in dy
-  // made Σ dy·(x − mean) NaN where aten's is ±Inf; bfloat16 products past 3.4e38 overflow
-  // a float sum whose double twin is finite).
+  // out Inf or NaN (resum_non_finite_channels, batch_norm_layout.h): the portable and AVX2
+  // builds sum half inputs in float blocks (see the .inc), exact rearrangements of the
+  // double sums for finite terms only (an Inf in dy made Σ dy·(x − mean) NaN where aten's
+  // is ±Inf; bfloat16 products past 3.4e38 overflow a float sum whose double twin is
+  // finite).
   void (*stats_lanes_double)(BnElem type, const void* x, int64_t n, double shift, double* lanes);
   void (*reduce_runs_double)(BnElem type, const void* dy, const void* x, int64_t runs,
                              int64_t run_length, int64_t run_stride, double mean, double* lanes);
