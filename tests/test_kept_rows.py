@@ -72,8 +72,12 @@ def run_gathered(input, weight, target, grad, monkeypatch, **options):
     checked to have been)."""
     monkeypatch.setattr(kept_rows, "MIN_IGNORED_VOCAB_PER_ROW", 0)
     decide, decisions = kept_rows.kept_row_index, []
-    monkeypatch.setattr(kept_rows, "kept_row_index",
-                        lambda *args: decisions.append(decide(*args)) or decisions[-1])
+
+    def recorded(*args):
+        decisions.append(decide(*args))
+        return decisions[-1]
+
+    monkeypatch.setattr(kept_rows, "kept_row_index", recorded)
     result = run(input, weight, target, grad, **options)
     assert len(decisions) == 1 and decisions[0] is not None
     return result
