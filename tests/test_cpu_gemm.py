@@ -136,6 +136,42 @@ def test_own_rounded_gemm_in_column_tiles_and_in_row_blocks(threads, tiles, tran
     assert torch.equal(_C.cpu_gemm(a_in, b_in, "avx512bf16", rounded=True), ours)
 
 
+@pytest.mark.skipif("avx512bf16" not in ENGINES, reason="this CPU lacks AVX512-BF16")
+def test_packing_buffers_are_kept_reused_and_bounded():
+    """The own GEMM's packing buffers stay with their thread between calls
+    (packing_buffers.h): a larger product grows them, a smaller one after it packs over the
+    larger one's values and gives the bits it gave first, and a request above 16 MiB (a
+    column tile's fp32 sums, mc x n) is met for the call only. In a fresh process, one thread,
+    the engine forced (no first-use measurement, which runs the own GEMM too)."""
+    script = """
+import torch
+from ascend_ops import _C
+torch.set_num_threads(1)
+def operands(m, n, k, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(m, k, generator=gen).bfloat16(), torch.randn(k, n, generator=gen).bfloat16()
+def both(a, b):
+    return _C.cpu_gemm(a, b, "avx512bf16"), _C.cpu_gemm(a, b, "avx512bf16", rounded=True)
+assert _C.cpu_kept_packing_bytes() == 0
+small = operands(29, 70, 601, 1)  # tails of the 12 x 32 micro-tile, a half-filled last pair
+first = both(*small)
+kept_small = _C.cpu_kept_packing_bytes()
+assert kept_small > 0
+both(*operands(301, 530, 2051, 2))
+kept_large = _C.cpu_kept_packing_bytes()
+assert kept_large > kept_small, (kept_large, kept_small)
+again = both(*small)
+assert torch.equal(again[0], first[0]) and torch.equal(again[1], first[1])
+a, b = operands(100, (16 << 20) // (_C.cpu_gemm_blocking()["mc"] * 4) + 64, 8, 3)
+sums, rounded = both(a, b)
+assert torch.equal(rounded, sums.bfloat16())
+assert _C.cpu_kept_packing_bytes() - kept_large < (16 << 20), _C.cpu_kept_packing_bytes()
+assert _C.cpu_kept_packing_bytes() <= 4 * (16 << 20)
+print(1)
+"""
+    assert peak_memory.fresh_python_number(script, set_env={"ASCEND_OPS_CPU_GEMM": "avx512bf16"}) == 1
+
+
 @pytest.mark.skipif(not hasattr(_C, "cpu_gemm_blocking"), reason="no x86 GEMM kernels in this build")
 def test_blocking_follows_the_cache_sizes():
     """The own GEMMs' blocking is derived from the caches read at run time (sysfs here),
@@ -214,17 +250,18 @@ def test_engines_are_timed_and_the_fastest_is_chosen(monkeypatch, kind):
     assert dict(_C.cpu_gemm_timings(kind)) == timings  # decided once per process
 
 
-def test_engines_within_five_percent_are_a_tie_broken_by_a_fixed_preference(monkeypatch):
+def test_engines_within_ten_percent_are_a_tie_broken_by_a_fixed_preference(monkeypatch):
     """Measurement noise between two engines of one speed must not flip the choice from one
-    process to the next: within 5 % of the fastest, the own engines come first."""
+    process to the next: within 10 % of the fastest, the own engines come first."""
     clear_switches(monkeypatch)
     everything = ["onednn", "mkl", "avx512bf16", "avx2", "portable"]
     for kind in KINDS:
-        assert _C.cpu_gemm_choice(kind, everything, [("onednn", 1.00), ("avx512bf16", 0.96)]) == "avx512bf16"
-        assert _C.cpu_gemm_choice(kind, everything, [("onednn", 0.96), ("avx512bf16", 1.00)]) == "avx512bf16"
-        assert _C.cpu_gemm_choice(kind, everything, [("onednn", 1.00), ("avx512bf16", 0.94)]) == "onednn"
-        assert _C.cpu_gemm_choice(kind, everything, [("mkl", 1.00), ("onednn", 0.97), ("portable", 0.99)]) == "onednn"
-        assert _C.cpu_gemm_choice(kind, everything, [("avx2", 0.50), ("portable", 0.52)]) == "avx2"
+        assert _C.cpu_gemm_choice(kind, everything, [("onednn", 1.00), ("avx512bf16", 0.91)]) == "avx512bf16"
+        assert _C.cpu_gemm_choice(kind, everything, [("onednn", 0.91), ("avx512bf16", 1.00)]) == "avx512bf16"
+        assert _C.cpu_gemm_choice(kind, everything, [("onednn", 1.00), ("avx512bf16", 0.89)]) == "onednn"
+        assert _C.cpu_gemm_choice(kind, everything, [("mkl", 1.00), ("onednn", 0.92), ("portable", 0.99)]) == "onednn"
+        assert _C.cpu_gemm_choice(kind, everything, [("mkl", 1.00), ("onednn", 0.89), ("portable", 0.99)]) == "mkl"
+        assert _C.cpu_gemm_choice(kind, everything, [("avx2", 0.50), ("portable", 0.54)]) == "avx2"
         # a quiet table and the same table under a load that slowed every engine alike
         quiet = [("onednn", 0.303), ("mkl", 0.143), ("avx512bf16", 0.268), ("avx2", 0.188)]
         loaded = [(e, t * 0.4) for e, t in quiet]
@@ -432,12 +469,15 @@ def test_rejects_bad_operands():
 def test_first_use_measurement_leaves_no_mkl_buffers_resident():
     # MKL keeps the buffers of its first bf16 GEMM; the measurement hands them back (on AMD
     # EPYC AVX2 its products had left 32 MiB resident, now under 4 MiB), in a fresh process
-    # whose resident memory follows its live memory.
+    # whose resident memory follows its live memory. The own GEMMs' packing buffers stay
+    # by design (packing_buffers.h; 12.6 MiB here, every word of them written) and are not
+    # counted.
     resident_mib = peak_memory.fresh_python_number(
         "from worker_processes import status_kb\n"
         "from ascend_ops import _C\n"
         "before = status_kb('VmRSS')\n"
         "_C.cpu_gemm_timings('fp32_out'); _C.cpu_gemm_timings('rounded')\n"
         "assert not _C.cpu_gemm_from_cache('fp32_out') and not _C.cpu_gemm_from_cache('rounded')\n"
-        "print((status_kb('VmRSS') - before) / 1024)\n", set_env={"ASCEND_OPS_CPU_GEMM_CACHE": "off"})
+        "print((status_kb('VmRSS') - before) / 1024 - _C.cpu_kept_packing_bytes() / 2**20)\n",
+        set_env={"ASCEND_OPS_CPU_GEMM_CACHE": "off"})
     assert resident_mib < 12, f"the first-use measurement left {resident_mib:.1f} MiB resident"

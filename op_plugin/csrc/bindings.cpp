@@ -14,6 +14,7 @@
 #include "cpu/gemm/engine_cache.h"
 #include "cpu/gemm/gemm.h"
 #include "cpu/gemm/gemm_operands.h"
+#include "cpu/gemm/packing_buffers.h"
 #include "cpu/gemm/peak_loops.h"
 #include "cpu/cross_entropy/lce_grad_cache.h"
 #include "cpu/cross_entropy/lce_options.h"
@@ -203,6 +204,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         },
         "The data cache sizes (bytes) the own GEMMs derive their blocking from, and where they "
         "were read.");
+  m.def("cpu_kept_packing_bytes", &ascend_ops::cpu::kept_packing_bytes,
+        "Bytes of packing buffers the own GEMMs' threads keep between calls (at most "
+        "16 MiB per buffer, 4 buffers per thread).");
 #if ASCEND_OPS_X86_KERNELS  // bf16_gemm.cpp is an x86 build
   m.def("cpu_gemm_blocking",
         [] {

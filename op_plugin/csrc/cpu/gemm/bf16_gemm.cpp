@@ -3,12 +3,12 @@
 #include "bf16_matrix.h"
 #include "cpu_caches.h"
 #include "gemm_operands.h"
+#include "packing_buffers.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace ascend_ops {
 namespace cpu {
@@ -49,20 +49,6 @@ int64_t k_block_depth(int64_t k) {
   const int64_t kc = bf16_gemm_blocking(1).kc;
   return round_up(ceil_div(k, ceil_div(k, kc)), 2);
 }
-
-// 64-byte aligned words for packed operands and sums: a zmm load never splits a line.
-struct AlignedWords {
-  explicit AlignedWords(int64_t words)
-      : data(static_cast<uint32_t*>(
-            std::aligned_alloc(64, round_up(std::max<int64_t>(words, 1) * 4, 64)))) {
-    TORCH_CHECK(data != nullptr, "bf16_gemm: out of memory for ", words * 4,
-                " bytes of packed operands");
-  }
-  ~AlignedWords() { std::free(data); }
-  AlignedWords(const AlignedWords&) = delete;
-  AlignedWords& operator=(const AlignedWords&) = delete;
-  uint32_t* data;
-};
 
 }  // namespace
 
@@ -116,9 +102,12 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
   const int64_t nc = round_up(ceil_div(part_cols, ceil_div(part_cols, nc_max)), kNr);
   const int64_t mc = std::min(blocking.mc, part_rows);
   at::parallel_for(0, col_parts * row_parts, 1, [&](int64_t begin, int64_t end) {
-    // Uninitialised: every panel is packed before it is read.
-    AlignedWords b_panel(nc * pairs_max);
-    AlignedWords a_block(round_up(mc, kMr) * pairs_max);
+    // Kept by the thread between calls (packing_buffers.h); every panel is packed before it
+    // is read.
+    const PackingWords b_words(PackingBuffer::kBPanel, nc * pairs_max);
+    const PackingWords a_words(PackingBuffer::kABlock, round_up(mc, kMr) * pairs_max);
+    uint32_t* const b_panel = b_words.data();
+    uint32_t* const a_block = a_words.data();
     for (int64_t item = begin; item < end; ++item) {
       const int64_t col0 = (item / row_parts) * part_cols;
       const int64_t col1 = std::min(n, col0 + part_cols);
@@ -130,12 +119,12 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
         for (int64_t pc = 0; pc < k; pc += kc) {
           const int64_t depth = std::min(kc, k - pc);
           const int64_t pairs = (depth + 1) / 2;
-          pack_b(b_cols, pc, depth, cols, b_panel.data);
+          pack_b(b_cols, pc, depth, cols, b_panel);
           for (int64_t ic = row0; ic < row1; ic += mc) {
             const int64_t rows = std::min(mc, row1 - ic);
             pack_a(Bf16View{a.data + ic * a.row_stride, a.row_stride, a.col_stride}, rows, pc, depth,
-                   a_block.data);
-            gemm_packed(rows, cols, pairs, a_block.data, b_panel.data, c + ic * ldc + jc, ldc,
+                   a_block);
+            gemm_packed(rows, cols, pairs, a_block, b_panel, c + ic * ldc + jc, ldc,
                         accumulate || pc > 0);
           }
         }
@@ -186,7 +175,9 @@ void bf16_gemm_rounded_tiles(Bf16View a, Bf16View b, int64_t m, int64_t n, int64
   const int64_t nt = round_up(ceil_div(n, tiles), kNr);
   const int64_t mc = bf16_gemm_blocking(1).mc;
   const int64_t block_words = (nt / kNr) * pairs_full * kNr;  // one K block of the B tile
-  AlignedWords b_tile(k_blocks * block_words);  // uninitialised: packed before it is read
+  // Kept by the calling thread (packing_buffers.h); packed before it is read.
+  const PackingWords b_tile_words(PackingBuffer::kBTile, k_blocks * block_words);
+  uint32_t* const b_tile = b_tile_words.data();
   // Tiny products stay on the calling thread.
   const bool tiny = m * n * k < (1LL << 22);
   const int64_t threads = tiny ? 1 : std::max(1, at::get_num_threads());
@@ -209,13 +200,14 @@ void bf16_gemm_rounded_tiles(Bf16View a, Bf16View b, int64_t m, int64_t n, int64
         const int64_t depth = std::min(kc, k - pc);
         const int64_t pairs = (depth + 1) / 2;
         pack_b(Bf16View{b_cols.data + first * kNr * b.col_stride, b.row_stride, b.col_stride}, pc,
-               depth, width, b_tile.data + kb * block_words + first * pairs * kNr);
+               depth, width, b_tile + kb * block_words + first * pairs * kNr);
       }
     });
     at::parallel_for(0, row_blocks, tiny ? row_blocks : 1, [&](int64_t begin, int64_t end) {
-      AlignedWords a_block(round_up(mc, kMr) * pairs_full);
-      AlignedWords sums_words(mc * nt);
-      float* sums = reinterpret_cast<float*>(sums_words.data);
+      const PackingWords a_words(PackingBuffer::kABlock, round_up(mc, kMr) * pairs_full);
+      const PackingWords sums_words(PackingBuffer::kSums, mc * nt);
+      uint32_t* const a_block = a_words.data();
+      float* const sums = reinterpret_cast<float*>(sums_words.data());
       for (int64_t block = begin; block < end; ++block) {
         const int64_t i0 = block * mc;
         const int64_t rows = std::min(mc, m - i0);
@@ -223,8 +215,8 @@ void bf16_gemm_rounded_tiles(Bf16View a, Bf16View b, int64_t m, int64_t n, int64
           const int64_t pc = kb * kc;
           const int64_t depth = std::min(kc, k - pc);
           pack_a(Bf16View{a.data + i0 * a.row_stride, a.row_stride, a.col_stride}, rows, pc, depth,
-                 a_block.data);
-          gemm_packed(rows, cols, (depth + 1) / 2, a_block.data, b_tile.data + kb * block_words,
+                 a_block);
+          gemm_packed(rows, cols, (depth + 1) / 2, a_block, b_tile + kb * block_words,
                       sums, nt, /*accumulate=*/kb > 0);
         }
         round_rows(sums, rows, cols, nt, out + i0 * ld_out + j0, ld_out);

@@ -124,7 +124,7 @@ double median(std::vector<double> values) {
 // and is not timed. One thread, because CPU time is a fair measure only of work that keeps
 // every thread it has busy: an engine that left the second thread idle would look twice as
 // fast per CPU second.
-constexpr int kMeasuredRounds = 5;
+constexpr int kMeasuredRounds = 9;
 
 std::vector<EngineTiming> measure_engines(GemmKind kind) {
   const bool fp32_out = kind == GemmKind::kFp32Out;

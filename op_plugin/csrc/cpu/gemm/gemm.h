@@ -129,7 +129,11 @@ struct EngineTiming {
 };
 
 // Engines whose speed is within this fraction of the fastest one's count as equally fast.
-constexpr double kEngineTieBand = 0.05;
+// 10 %: on AMD EPYC Zen 4, where avx512bf16 and onednn are one speed on the rounded
+// product, their measured ratio ranged 0.91-1.01 between starts (a third of them beside
+// four busy processes, 2026-12-05); a 5 % band let that noise pick the engine in about one
+// loaded start in five (docs/cpu_kernels.md).
+constexpr double kEngineTieBand = 0.10;
 
 // The choice itself, given what the environment forces, the engines available and the
 // timings (asked for only when nothing is forced): the forced engine (ValueError naming
@@ -153,7 +157,7 @@ GemmEngine gemm_engine(at::ScalarType dtype, GemmKind kind);
 //   rounded:  G @ W with K complete, 512 x 1024 x 4096 (4.3 GFLOP), fresh operands per run:
 //             as the gradient products, a deep K (the vocabulary or the rows) into a
 //             block of the [BT, H] or [V, H] output.
-// Each engine runs on one thread, its median over 5 rounds that alternate the engines, in
+// Each engine runs on one thread, its median over 9 rounds that alternate the engines, in
 // TFLOP/s of that thread's CPU time times the thread count (a busy machine ranks the
 // engines as a quiet one does).
 const std::vector<EngineTiming>& gemm_engine_timings(GemmKind kind);
