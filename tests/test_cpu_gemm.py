@@ -246,7 +246,7 @@ def test_engines_are_timed_and_the_fastest_is_chosen(monkeypatch, kind):
     assert set(timings) == set(ENGINES) and all(t > 0 for t in timings.values())
     chosen = _C.cpu_gemm_engine(kind)
     assert chosen == _C.cpu_gemm_choice(kind, ENGINES, list(timings.items()))
-    assert timings[chosen] >= max(timings.values()) * 0.95  # within the tie band of the fastest
+    assert timings[chosen] >= max(timings.values()) * 0.90  # within the tie band of the fastest
     assert dict(_C.cpu_gemm_timings(kind)) == timings  # decided once per process
 
 
@@ -470,8 +470,8 @@ def test_first_use_measurement_leaves_no_mkl_buffers_resident():
     # MKL keeps the buffers of its first bf16 GEMM; the measurement hands them back (on AMD
     # EPYC AVX2 its products had left 32 MiB resident, now under 4 MiB), in a fresh process
     # whose resident memory follows its live memory. The own GEMMs' packing buffers stay
-    # by design (packing_buffers.h; 12.6 MiB here, every word of them written) and are not
-    # counted.
+    # by design (packing_buffers.h; 12.6 MiB on AMD EPYC Zen 4, every word of them written)
+    # and are not counted.
     resident_mib = peak_memory.fresh_python_number(
         "from worker_processes import status_kb\n"
         "from ascend_ops import _C\n"

@@ -55,6 +55,8 @@ KeptBuffer& thread_buffer(PackingBuffer kind) {
 }  // namespace
 
 PackingWords::PackingWords(PackingBuffer kind, int64_t words) {
+  // Read first: a bad value throws before anything is allocated or taken.
+  const bool poison = scratch_poison_enabled();
   const int64_t bytes = aligned_bytes(words);
   if (bytes > kMaxKeptPackingBytes) {
     call_only_ = allocate(bytes);
@@ -73,7 +75,7 @@ PackingWords::PackingWords(PackingBuffer kind, int64_t words) {
   // All ones: NaN as two bf16 halves and as one fp32, so that a packed word the packing
   // did not write (padding rows, the odd K's missing half pair) spoils the result in tests
   // instead of reading zeros a fresh mapping happened to hold.
-  if (scratch_poison_enabled()) {
+  if (poison) {
     std::memset(data_, 0xFF, static_cast<size_t>(bytes));
   }
 }
