@@ -105,6 +105,8 @@ X86_ONLY_SOURCES = frozenset({
     "op_plugin/csrc/cpu/gemm/avx512_peak_loops.cpp",
     "op_plugin/csrc/cpu/gemm/avx2_peak_loops.cpp",
     "op_plugin/csrc/cpu/gemm/amx_peak_loops.cpp",
+    "op_plugin/csrc/cpu/gemm/amx_kernels.cpp",
+    "op_plugin/csrc/cpu/gemm/amx_tiles.h",  # included by the two AMX files only
     "op_plugin/csrc/cpu/batch_norm/batch_norm_loops_avx512.cpp",
     "op_plugin/csrc/cpu/batch_norm/batch_norm_loops_avx2.cpp",
 })

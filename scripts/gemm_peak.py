@@ -33,13 +33,13 @@ KIND_VARIABLES = ("ASCEND_OPS_CPU_GEMM_FP32_OUT", "ASCEND_OPS_CPU_GEMM_ROUNDED")
 
 
 def peak_instruction(engine: str) -> str:
-    """The instruction `engine`'s products run on this CPU: TDPBF16PS where oneDNN or MKL
-    have AMX, VDPBF16PS where the CPU has AVX512-BF16 (the own avx512bf16 kernel; oneDNN and
+    """The instruction `engine`'s products run on this CPU: TDPBF16PS for the own amx kernel and
+    where oneDNN or MKL have AMX, VDPBF16PS where the CPU has AVX512-BF16 (the own avx512bf16 kernel; oneDNN and
     MKL), VFMADD231PS zmm / ymm for fp32 GEMMs (avx2 engine: ymm; portable: ATen's fp32 GEMM)."""
     loops = dict(_C.cpu_peak_loops())
     if engine == "avx2":
         return "vfmadd231ps_ymm"
-    if engine in ("onednn", "mkl") and "tdpbf16ps" in loops:
+    if engine in ("amx", "onednn", "mkl") and "tdpbf16ps" in loops:
         return "tdpbf16ps"
     if engine != "portable" and "vdpbf16ps_zmm" in loops:
         return "vdpbf16ps_zmm"

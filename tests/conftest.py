@@ -56,7 +56,7 @@ GEMM_KIND_VARIABLES = ("ASCEND_OPS_CPU_GEMM_FP32_OUT", "ASCEND_OPS_CPU_GEMM_ROUN
 
 @pytest.fixture(params=_gemm_engines())
 def gemm_engine(request, monkeypatch):
-    """Runs a test on each GEMM engine this CPU offers for bfloat16 (onednn, mkl, avx512bf16,
+    """Runs a test on each GEMM engine this CPU offers for bfloat16 (onednn, mkl, amx, avx512bf16,
     avx2, portable), forced for both kinds of product with ASCEND_OPS_CPU_GEMM; float16 runs
     on portable whatever is set."""
     monkeypatch.delenv("ASCEND_OPS_CPU_PORTABLE", raising=False)

@@ -23,7 +23,7 @@ ENGINES = list(_C.cpu_gemm_engines())
 # and K = 0.
 SHAPES = [(1, 1, 1), (13, 33, 7), (12, 32, 2), (197, 65, 513), (29, 70, 2051), (25, 4100, 31),
           (1000, 9, 700), (7, 9, 0), (301, 530, 1100)]
-OWN_GEMMS = [e for e in ("avx512bf16", "avx2") if e in ENGINES]
+OWN_GEMMS = [e for e in ("amx", "avx512bf16", "avx2") if e in ENGINES]
 
 
 def operands(shape, dtype, transpose_a, transpose_b):
@@ -98,16 +98,21 @@ def test_portable_rounded_sums_k_blocks_and_row_blocks(transpose_a):
     assert torch.equal(ours, _C.cpu_gemm(a_in, b_in, "portable", rounded=True))
 
 
-@pytest.mark.skipif("avx512bf16" not in ENGINES, reason="this CPU lacks AVX512-BF16")
+# The own GEMMs on bf16_gemm.cpp's loop nest: the AVX512-BF16 micro-kernel and AMX tiles.
+NEST_GEMMS = [e for e in ("amx", "avx512bf16") if e in ENGINES]
+
+
+@pytest.mark.skipif(not NEST_GEMMS, reason="this CPU lacks AVX512-BF16")
+@pytest.mark.parametrize("engine", NEST_GEMMS or ["avx512bf16"])
 @pytest.mark.parametrize("rounded", [False, True])
-def test_own_gemm_gives_the_same_bits_on_any_thread_count(threads, rounded):
-    """The AVX512 GEMM's K blocks depend on K and the L1 size only: at 64 threads (B panels
-    of L3 / 128, threads splitting rows) and at 1 thread the sums and their order are the same."""
+def test_own_gemm_gives_the_same_bits_on_any_thread_count(threads, rounded, engine):
+    """The nest's K blocks depend on K and the L1 size only: at 64 threads (B panels of L3 /
+    128, threads splitting rows) and at 1 thread the sums and their order are the same."""
     a, b, a_in, b_in = operands((37, 300, 5000), torch.bfloat16, False, True)
     torch.set_num_threads(1)
-    one_pass = _C.cpu_gemm(a_in, b_in, "avx512bf16", rounded=rounded)
+    one_pass = _C.cpu_gemm(a_in, b_in, engine, rounded=rounded)
     torch.set_num_threads(64)
-    assert torch.equal(_C.cpu_gemm(a_in, b_in, "avx512bf16", rounded=rounded), one_pass)
+    assert torch.equal(_C.cpu_gemm(a_in, b_in, engine, rounded=rounded), one_pass)
 
 
 def rounded_tile_cols(k):
@@ -122,7 +127,8 @@ def rounded_tile_cols(k):
 def test_own_rounded_gemm_in_column_tiles_and_in_row_blocks(threads, tiles, transpose_a):
     """bf16_gemm_rounded packs B once per column tile where at most 4 tiles hold it (1 and
     4 here, the last one a tail), else rounds 16 MiB blocks of rows (5): either way bit for
-    bit the fp32 product rounded once, on 1 thread and on several."""
+    bit the fp32 product rounded once, on 1 thread and on several. (amx always takes the
+    row blocks: test_rounded_is_the_fp32_product_rounded_once.)"""
     k = 601  # an odd K: a half-filled last pair
     n = (tiles - 1) * rounded_tile_cols(k) + 37 if tiles > 1 else 70
     a, b, a_in, b_in = operands((29, n, k), torch.bfloat16, transpose_a, False)
@@ -283,8 +289,8 @@ def fresh_choices(env: dict) -> dict:
 
 def test_engine_cache_file_keeps_the_choice_per_cpu(tmp_path):
     """The first process measures and writes the file; the next reads it (same engines, so
-    the same bits); an engine edited into the file is used; an unknown one is ignored; off
-    writes nothing."""
+    the same bits); an engine edited into the file is used; an unknown one is ignored, and so
+    is a choice that did not time every engine offered; off writes nothing."""
     path = tmp_path / "sub" / "engines.tsv"
     first = fresh_choices({"ASCEND_OPS_CPU_GEMM_CACHE": str(path)})
     assert all(not from_cache for _, from_cache in first.values())
@@ -300,6 +306,15 @@ def test_engine_cache_file_keeps_the_choice_per_cpu(tmp_path):
     path.write_text("# edited\n" + "".join("\t".join(f) + "\n" for f in edited))
     third = fresh_choices({"ASCEND_OPS_CPU_GEMM_CACHE": str(path)})
     assert third["rounded"] == ("portable", True) and third["fp32_out"][1] is False
+    # A choice whose timings leave out an engine this build offers (written before the engine
+    # existed) is measured again.
+    lines = [l.split("\t") for l in path.read_text().splitlines() if not l.startswith("#")]
+    rounded = next(l for l in lines if l[1] == "rounded")
+    assert rounded[2] == "portable" and len(rounded[3].split()) == len(_C.cpu_gemm_engines())
+    rounded[3] = " ".join(rounded[3].split()[1:])
+    path.write_text("".join("\t".join(f) + "\n" for f in lines))
+    fourth = fresh_choices({"ASCEND_OPS_CPU_GEMM_CACHE": str(path)})
+    assert fourth["rounded"][1] is False and fourth["fp32_out"][1] is True
     off = tmp_path / "off"
     assert all(not c for _, c in fresh_choices({"ASCEND_OPS_CPU_GEMM_CACHE": "off",
                                                   "XDG_CACHE_HOME": str(off)}).values())
@@ -358,6 +373,29 @@ def test_amx_like_timings_choose_mkl_for_fp32_out_and_onednn_for_rounded(monkeyp
     assert _C.cpu_gemm_choice("fp32_out", ["onednn", "avx2", "portable"],
                               AMX_TIMINGS["fp32_out"]) == "onednn"
     assert _C.cpu_gemm_choice("rounded", ["avx2", "portable"], AMX_TIMINGS["rounded"]) == "portable"
+
+
+# Measured on an Intel Xeon with AMX on 2026-12-05, with the own amx engine (TFLOP/s).
+AMX_OWN_ENGINES = ["onednn", "mkl", "amx", "avx512bf16", "avx2", "portable"]
+AMX_OWN_TIMINGS = {
+    "fp32_out": [("onednn", 0.79), ("mkl", 1.21), ("amx", 1.36), ("avx512bf16", 0.19),
+                 ("avx2", 0.17), ("portable", 0.29)],
+    "rounded": [("onednn", 1.48), ("mkl", 1.12), ("amx", 1.41), ("avx512bf16", 0.19),
+                ("avx2", 0.17), ("portable", 0.26)],
+}
+
+
+def test_amx_engine_is_chosen_where_fastest_and_ranks_after_onednn_in_a_tie(monkeypatch):
+    """fp32_out: amx 12 % ahead of mkl, chosen. rounded: amx 5 % behind onednn, a tie the
+    preference gives to onednn (gemm.cpp: it ran the step's rounded products faster); amx
+    ahead by 5 % is a tie too, and amx 12 % ahead wins."""
+    clear_switches(monkeypatch)
+    choice = {kind: _C.cpu_gemm_choice(kind, AMX_OWN_ENGINES, AMX_OWN_TIMINGS[kind]) for kind in KINDS}
+    assert choice == {"fp32_out": "amx", "rounded": "onednn"}
+    ahead = [(e, 1.55 if e == "amx" else t) for e, t in AMX_OWN_TIMINGS["rounded"]]
+    assert _C.cpu_gemm_choice("rounded", AMX_OWN_ENGINES, ahead) == "onednn"
+    well_ahead = [(e, 1.66 if e == "amx" else t) for e, t in AMX_OWN_TIMINGS["rounded"]]
+    assert _C.cpu_gemm_choice("rounded", AMX_OWN_ENGINES, well_ahead) == "amx"
 
 
 def test_forcing_beats_timings_per_kind(monkeypatch):
@@ -422,13 +460,13 @@ def test_engine_report_gives_both_choices_and_every_speed(monkeypatch):
 
 @pytest.mark.parametrize("env, message", [
     ({"ASCEND_OPS_CPU_GEMM": "fastest"},
-     "ASCEND_OPS_CPU_GEMM must be one of auto, onednn, mkl, avx512bf16, avx2, portable; "
+     "ASCEND_OPS_CPU_GEMM must be one of auto, onednn, mkl, amx, avx512bf16, avx2, portable; "
      "got 'fastest'"),
     ({"ASCEND_OPS_CPU_GEMM_FP32_OUT": "MKL"},
-     "ASCEND_OPS_CPU_GEMM_FP32_OUT must be one of auto, onednn, mkl, avx512bf16, avx2, "
+     "ASCEND_OPS_CPU_GEMM_FP32_OUT must be one of auto, onednn, mkl, amx, avx512bf16, avx2, "
      "portable; got 'MKL'"),
     ({"ASCEND_OPS_CPU_GEMM_ROUNDED": "onednn,mkl"},
-     "ASCEND_OPS_CPU_GEMM_ROUNDED must be one of auto, onednn, mkl, avx512bf16, avx2, "
+     "ASCEND_OPS_CPU_GEMM_ROUNDED must be one of auto, onednn, mkl, amx, avx512bf16, avx2, "
      "portable; got 'onednn,mkl'"),
     ({"ASCEND_OPS_CPU_PORTABLE": "yes"}, "ASCEND_OPS_CPU_PORTABLE must be 1 or 0"),
     ({"ASCEND_OPS_CPU_PORTABLE": "1", "ASCEND_OPS_CPU_GEMM": "avx512bf16"},
@@ -459,7 +497,7 @@ def test_rejects_bad_operands():
         _C.cpu_gemm(torch.ones(2, 3).bfloat16(), torch.ones(4, 2).bfloat16())
     with pytest.raises(TypeError, match="bfloat16 or two float16"):
         _C.cpu_gemm(torch.ones(2, 3), torch.ones(3, 2))
-    with pytest.raises(ValueError, match="'engine' must be onednn, mkl, avx512bf16, avx2 or portable"):
+    with pytest.raises(ValueError, match="'engine' must be onednn, mkl, amx, avx512bf16, avx2 or portable"):
         _C.cpu_gemm(torch.ones(2, 3).bfloat16(), torch.ones(3, 2).bfloat16(), "fastest")
     with pytest.raises(ValueError, match="'kind' must be fp32_out or rounded, got 'fp32'"):
         _C.cpu_gemm_engine("fp32")

@@ -85,7 +85,7 @@ def spec_gradients(input, weight, target, row_scale, grad_rows):
     return ours, spec
 
 
-@pytest.mark.parametrize("engine", ["avx512bf16", "avx2"])
+@pytest.mark.parametrize("engine", ["amx", "avx512bf16", "avx2"])
 def test_cached_gradients_are_spec_bit_for_bit_on_the_own_gemm(monkeypatch, engine):
     """Upstream gradient 1: G is §1's G bit for bit, and on the own GEMMs each gradient is
     summed in the same order as the FLCE kernel's (one vocabulary chunk here)."""

@@ -46,7 +46,7 @@ at::Tensor cpu_gemm(const at::Tensor& a, const at::Tensor& b, std::optional<std:
   if (engine.has_value()) {
     const std::optional<GemmEngine> named = ascend_ops::cpu::engine_named(*engine);
     TORCH_CHECK_VALUE(named.has_value(),
-                      "cpu_gemm: 'engine' must be onednn, mkl, avx512bf16, avx2 or portable, got '",
+                      "cpu_gemm: 'engine' must be onednn, mkl, amx, avx512bf16, avx2 or portable, got '",
                       *engine, "'");
     chosen = *named;
     TORCH_CHECK_VALUE(ascend_ops::cpu::engine_usable(chosen, a.scalar_type()), "cpu_gemm: engine '",

@@ -102,7 +102,8 @@ void backward_weight_grad(const at::Tensor& g, const float* s, const at::Tensor&
   const int64_t ld_g = g.stride(0);
   const GemmOperand x(input.contiguous());
   if ((engine == GemmEngine::kPortable || engine == GemmEngine::kAvx2 ||
-       engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kMkl) && s == nullptr) {
+       engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kAmx ||
+       engine == GemmEngine::kMkl) && s == nullptr) {
     // ATen's GEMM reads G.T in place from the widened blocks of G (gemm_rounded keeps a
     // transposed block column-major), the AVX2 GEMM packs it from G's rows as they lie,
     // and MKL takes it transposed in place (the cache's padding is zero): no transposed

@@ -1,11 +1,12 @@
 // The AMX register-only loop of peak_loops.h: TDPBF16PS on tiles loaded once. Compiled for
 // AMX-TILE/BF16 (the pragma) and called only where the CPU has AMX-BF16 and Linux granted
-// the tile state (amx_tiles_granted). Not run on the machines this project is measured on
-// (AMD EPYC, no AMX): built and type-checked there, run only on Intel Sapphire Rapids class
-// CPUs and later.
+// the tile state (amx_tiles_granted): Intel Sapphire Rapids class CPUs and later (run on an
+// Intel Xeon with AMX on 2026-12-05; built and type-checked on the AMD EPYC machines).
 #pragma GCC target("amx-tile,amx-bf16")
 
 #include "peak_loops.h"
+
+#include "amx_tiles.h"
 
 #include <cpuid.h>
 #include <immintrin.h>
@@ -22,15 +23,6 @@ namespace {
 constexpr int kArchReqXcompPerm = 0x1023;
 constexpr int kXfeatureXtiledata = 18;
 
-// The tile configuration (Intel SDM, LDTILECFG): palette 1, every tile 16 rows x 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t bytes_per_row[16];
-  uint8_t rows[16];
-};
-
 }  // namespace
 
 bool amx_bf16_supported() {
@@ -46,14 +38,7 @@ bool amx_tiles_granted() {
 }
 
 float tdpbf16ps_loop(int64_t iterations) {
-  TileConfig config;
-  memset(&config, 0, sizeof(config));
-  config.palette = 1;
-  for (int t = 0; t < 8; ++t) {
-    config.bytes_per_row[t] = 64;
-    config.rows[t] = 16;
-  }
-  _tile_loadconfig(&config);
+  configure_full_tiles();
   alignas(64) uint16_t ones[16 * 32];
   for (int i = 0; i < 16 * 32; ++i) ones[i] = 0x3f80;  // bf16 1.0
   alignas(64) float zero[16 * 16] = {};

@@ -173,6 +173,64 @@ void pack_a(Bf16View a, int64_t rows, int64_t k0, int64_t kc, uint32_t* out) {
   }
 }
 
+void pack_a_rows(Bf16View a, int64_t rows, int64_t k0, int64_t kc, int64_t row_align,
+                 int64_t pairs_pad, uint32_t* out) {
+  const int64_t padded_rows = (rows + row_align - 1) / row_align * row_align;
+  const uint16_t* base = a.data + k0 * a.col_stride;
+  if (a.col_stride == 1) {
+    // Row-major A (x, G): a row's pairs are its bf16 values as they lie, 32 per store.
+    for (int64_t r = 0; r < padded_rows; ++r) {
+      const uint16_t* src = base + r * a.row_stride;
+      uint32_t* dst = out + r * pairs_pad;
+      for (int64_t p = 0; p < pairs_pad; p += 16) {
+        const int64_t left = r < rows ? kc - 2 * p : 0;
+        const __mmask32 lanes = left >= 32  ? static_cast<__mmask32>(0xFFFFFFFFu)
+                                : left <= 0 ? static_cast<__mmask32>(0)
+                                            : static_cast<__mmask32>((1u << left) - 1);
+        _mm512_storeu_si512(dst + p, _mm512_maskz_loadu_epi16(lanes, src + 2 * p));
+      }
+    }
+    return;
+  }
+  if (a.row_stride == 1) {
+    // Column-major A (G.T as it lies): 16 rows of one K element are 16 consecutive values.
+    // Each pair of K rows gives 16 words (one per row); 16 pairs of them, transposed, give
+    // 16 pairs of each of the 16 rows.
+    for (int64_t r0 = 0; r0 < padded_rows; r0 += 16) {
+      const __mmask16 row_lanes = first_lanes(rows - r0 > 0 ? rows - r0 : 0);
+      for (int64_t p0 = 0; p0 < pairs_pad; p0 += 16) {
+        __m512i words[16];
+        for (int64_t q = 0; q < 16; ++q) {
+          const int64_t e = 2 * (p0 + q);
+          const uint16_t* k_row = base + r0 + e * a.col_stride;
+          const __m512i lo = e < kc ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(row_lanes, k_row))
+                                    : _mm512_setzero_si512();
+          const __m512i hi = e + 1 < kc
+                                 ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(row_lanes, k_row + a.col_stride))
+                                 : _mm512_setzero_si512();
+          words[q] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16));
+        }
+        transpose_16x16_words(words);
+        for (int64_t r = 0; r < 16; ++r) {
+          _mm512_storeu_si512(out + (r0 + r) * pairs_pad + p0, words[r]);
+        }
+      }
+    }
+    return;
+  }
+  // Any other strides: element by element.
+  for (int64_t r = 0; r < padded_rows; ++r) {
+    for (int64_t p = 0; p < pairs_pad; ++p) {
+      uint32_t word = 0;
+      if (r < rows && 2 * p < kc) {
+        const uint16_t* src = base + r * a.row_stride + 2 * p * a.col_stride;
+        word = src[0] | (2 * p + 1 < kc ? static_cast<uint32_t>(src[a.col_stride]) << 16 : 0u);
+      }
+      out[r * pairs_pad + p] = word;
+    }
+  }
+}
+
 void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, uint32_t* out) {
   const int64_t pairs = (kc + 1) / 2;
   const int64_t full_pairs = kc / 2;

@@ -43,6 +43,14 @@ void pack_a(Bf16View a, int64_t rows, int64_t k0, int64_t kc, uint32_t* out);
 // ceil(kc / 2) pairs each, zero-filling the missing columns of the last panel.
 void pack_b(Bf16View b, int64_t k0, int64_t kc, int64_t cols, uint32_t* out);
 
+// The AMX kernel's A layout (amx_kernels.h): rows [0, rows) x columns [k0, k0 + kc) of A as
+// row-major pairs, out[r * pairs_pad + p] = the pair p of row r, for r < round_up(rows,
+// row_align) and p < pairs_pad (>= ceil(kc / 2)); everything outside A's region is zero.
+// row_align is a multiple of 16. Reads only that region (vector loads for a row-major or
+// column-major A).
+void pack_a_rows(Bf16View a, int64_t rows, int64_t k0, int64_t kc, int64_t row_align,
+                 int64_t pairs_pad, uint32_t* out);
+
 // C[rows, cols] (fp32, leading dimension ldc) = (accumulate ? C : 0) + A @ B over `pairs`
 // K pairs, A packed by pack_a and B by pack_b. Every element is summed in K order, then
 // added to C.

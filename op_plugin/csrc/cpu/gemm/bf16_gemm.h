@@ -43,5 +43,17 @@ void bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c
 void bf16_gemm_rounded(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, uint16_t* out,
                        int64_t ld_out);
 
+// bf16_gemm and bf16_gemm_rounded on AMX tiles (amx_kernels.h): the same blocking of the
+// threads' work, with A packed in 32-row panels of row-major pairs, K blocks whole tiles deep
+// (the last one zero-padded), K inside each A block (B packed for all of K per panel; the
+// running sums kept in per-thread blocked scratch between K blocks) and each 32 x 32 block
+// of C summed in four TDPBF16PS accumulators; rounded products always in row blocks. Same
+// contract, its own bits (each element's sum starts from C's value, or zero).
+// Requires amx_kernels_supported().
+void amx_bf16_gemm(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, float* c, int64_t ldc,
+                   bool accumulate);
+void amx_bf16_gemm_rounded(Bf16View a, Bf16View b, int64_t m, int64_t n, int64_t k, uint16_t* out,
+                           int64_t ld_out);
+
 }  // namespace cpu
 }  // namespace ascend_ops

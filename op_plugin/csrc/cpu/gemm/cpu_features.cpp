@@ -2,8 +2,10 @@
 // the x86 kernels (cpu/isa_builds.h) answers no, and names no x86 builtin
 // (__builtin_cpu_supports is x86-only in GCC before 14).
 #include "../isa_builds.h"
+#include "amx_kernels.h"
 #include "avx2_kernels.h"
 #include "avx512_kernels.h"
+#include "peak_loops.h"
 
 namespace ascend_ops {
 namespace cpu {
@@ -22,6 +24,15 @@ bool avx512_core_supported() {
 bool avx512_kernels_supported() {
 #if ASCEND_OPS_X86_KERNELS
   static const bool supported = avx512_core_supported() && __builtin_cpu_supports("avx512bf16");
+  return supported;
+#else
+  return false;
+#endif
+}
+
+bool amx_kernels_supported() {
+#if ASCEND_OPS_X86_KERNELS
+  static const bool supported = avx512_kernels_supported() && amx_tiles_granted();
   return supported;
 #else
   return false;

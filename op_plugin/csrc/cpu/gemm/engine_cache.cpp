@@ -136,7 +136,16 @@ std::optional<CachedChoice> read_cached_choice(GemmKind kind, const std::vector<
         std::find(available.begin(), available.end(), *engine) == available.end()) {
       continue;
     }
-    found = CachedChoice{*engine, fields.size() > 3 ? parse_timings(fields[3]) : std::vector<EngineTiming>{}};
+    std::vector<EngineTiming> timings = fields.size() > 3 ? parse_timings(fields[3]) : std::vector<EngineTiming>{};
+    // A choice made before an engine existed (a newer build of the package offers amx, say)
+    // did not weigh it: measured again.
+    const bool weighed_all =
+        timings.empty() || std::all_of(available.begin(), available.end(), [&](GemmEngine e) {
+          return std::any_of(timings.begin(), timings.end(),
+                             [&](const EngineTiming& t) { return t.engine == e; });
+        });
+    if (!weighed_all) continue;
+    found = CachedChoice{*engine, std::move(timings)};
   }
   return found;
 }

@@ -14,6 +14,8 @@ const char* engine_name(GemmEngine engine) {
       return "onednn";
     case GemmEngine::kMkl:
       return "mkl";
+    case GemmEngine::kAmx:
+      return "amx";
     case GemmEngine::kAvx512Bf16:
       return "avx512bf16";
     case GemmEngine::kAvx2:
@@ -29,8 +31,8 @@ const char* kind_name(GemmKind kind) {
 }
 
 std::optional<GemmEngine> engine_named(const std::string& name) {
-  for (const GemmEngine e : {GemmEngine::kOneDnn, GemmEngine::kMkl, GemmEngine::kAvx512Bf16,
-                             GemmEngine::kAvx2, GemmEngine::kPortable}) {
+  for (const GemmEngine e : {GemmEngine::kOneDnn, GemmEngine::kMkl, GemmEngine::kAmx,
+                             GemmEngine::kAvx512Bf16, GemmEngine::kAvx2, GemmEngine::kPortable}) {
     if (name == engine_name(e)) {
       return e;
     }
@@ -47,8 +49,8 @@ std::optional<GemmEngine> engine_variable(const char* variable) {
     return std::nullopt;
   }
   const std::optional<GemmEngine> engine = engine_named(value);
-  TORCH_CHECK_VALUE(engine.has_value(), variable, " must be one of auto, onednn, mkl, avx512bf16, "
-                    "avx2, portable; got '", value, "'");
+  TORCH_CHECK_VALUE(engine.has_value(), variable, " must be one of auto, onednn, mkl, amx, "
+                    "avx512bf16, avx2, portable; got '", value, "'");
   return engine;
 }
 

@@ -1,7 +1,7 @@
 // The switches that pick how the CPU kernels compute, read from the environment on every
 // call (so a test can change them) and parsed here only:
 //
-//   ASCEND_OPS_CPU_GEMM = auto (default) | onednn | mkl | avx512bf16 | avx2 | portable
+//   ASCEND_OPS_CPU_GEMM = auto (default) | onednn | mkl | amx | avx512bf16 | avx2 | portable
 //       the engine of both kinds of product (gemm.h: fp32-out and rounded)
 //   ASCEND_OPS_CPU_GEMM_FP32_OUT = <same values>   the fp32-out products only
 //   ASCEND_OPS_CPU_GEMM_ROUNDED  = <same values>   the rounded (half-out) products only
@@ -27,13 +27,13 @@
 namespace ascend_ops {
 namespace cpu {
 
-enum class GemmEngine { kOneDnn, kMkl, kAvx512Bf16, kAvx2, kPortable };
+enum class GemmEngine { kOneDnn, kMkl, kAmx, kAvx512Bf16, kAvx2, kPortable };
 
 // The two kinds of product the kernels ask for (gemm.h): C fp32 (gemm()), and half out for
 // a K complete in one product (gemm_rounded()). Each kind has its own engine.
 enum class GemmKind { kFp32Out, kRounded };
 
-// "onednn", "mkl", "avx512bf16", "avx2" or "portable".
+// "onednn", "mkl", "amx", "avx512bf16", "avx2" or "portable".
 const char* engine_name(GemmEngine engine);
 // "fp32_out" or "rounded".
 const char* kind_name(GemmKind kind);

@@ -1,6 +1,7 @@
 #include "gemm.h"
 
 #include "../isa_builds.h"
+#include "amx_kernels.h"
 #include "avx2_kernels.h"
 #include "avx512_kernels.h"
 #include "bf16_matrix.h"
@@ -320,7 +321,9 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
                         "gemm: engine ", engine_name(engine), " cannot run this dtype here");
 #if ASCEND_OPS_X86_KERNELS
   if (is_own_gemm(engine)) {  // the own GEMMs share one signature
-    const auto own_gemm = engine == GemmEngine::kAvx2 ? avx2_bf16_gemm : bf16_gemm;
+    const auto own_gemm = engine == GemmEngine::kAvx2 ? avx2_bf16_gemm
+                          : engine == GemmEngine::kAmx ? amx_bf16_gemm
+                                                        : bf16_gemm;
     own_gemm(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
              c.mutable_data_ptr<float>(), c.stride(0), accumulate);
     return;
@@ -360,8 +363,9 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
                         "gemm_rounded: engine ", engine_name(engine), " cannot run this dtype here");
 #if ASCEND_OPS_X86_KERNELS
   if (is_own_gemm(engine)) {
-    const auto own_gemm_rounded =
-        engine == GemmEngine::kAvx2 ? avx2_bf16_gemm_rounded : bf16_gemm_rounded;
+    const auto own_gemm_rounded = engine == GemmEngine::kAvx2 ? avx2_bf16_gemm_rounded
+                                  : engine == GemmEngine::kAmx ? amx_bf16_gemm_rounded
+                                                                : bf16_gemm_rounded;
     own_gemm_rounded(bf16_view(a.half()), bf16_view(b.half()), a.rows(), b.cols(), a.cols(),
                      bf16_bits(out), out.stride(0));
     return;
@@ -389,12 +393,12 @@ void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out,
 }
 
 bool reads_half_in_place(GemmEngine engine) {
-  return engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kAvx2 ||
-         engine == GemmEngine::kMkl;
+  return is_own_gemm(engine) || engine == GemmEngine::kMkl;
 }
 
 bool is_own_gemm(GemmEngine engine) {
-  return engine == GemmEngine::kAvx512Bf16 || engine == GemmEngine::kAvx2;
+  return engine == GemmEngine::kAmx || engine == GemmEngine::kAvx512Bf16 ||
+         engine == GemmEngine::kAvx2;
 }
 
 std::vector<GemmEngine> available_gemm_engines() {
@@ -404,6 +408,9 @@ std::vector<GemmEngine> available_gemm_engines() {
   }
   if (mkl_bf16_gemm_available()) {
     engines.push_back(GemmEngine::kMkl);
+  }
+  if (amx_kernels_supported()) {
+    engines.push_back(GemmEngine::kAmx);
   }
   if (avx512_kernels_supported()) {
     engines.push_back(GemmEngine::kAvx512Bf16);
@@ -421,6 +428,8 @@ bool engine_usable(GemmEngine engine, at::ScalarType dtype) {
       return dtype == at::kBFloat16 && onednn_bf16_supported();
     case GemmEngine::kMkl:
       return dtype == at::kBFloat16 && mkl_bf16_gemm_available();
+    case GemmEngine::kAmx:
+      return dtype == at::kBFloat16 && amx_kernels_supported();
     case GemmEngine::kAvx512Bf16:
       return dtype == at::kBFloat16 && avx512_kernels_supported();
     case GemmEngine::kAvx2:
@@ -433,6 +442,12 @@ bool engine_usable(GemmEngine engine, at::ScalarType dtype) {
 
 namespace {
 
+// Ties go to the own engines whose bits do not depend on the thread count, except that amx
+// ranks after onednn: on the one AMX machine measured (2026-12-05) the rounded probe put
+// amx at 0.86-0.95 of onednn from one start to the next, across the tie band; ranked
+// first, amx would have been chosen in some starts and not in others. The step itself was
+// no faster either way (0.88x / 0.91x torch.compile at the two benchmark shapes with amx
+// for the rounded products, 0.92x / 0.83-0.85x with onednn).
 int engine_preference(GemmEngine engine) {
   switch (engine) {
     case GemmEngine::kAvx512Bf16:
@@ -441,12 +456,14 @@ int engine_preference(GemmEngine engine) {
       return 1;
     case GemmEngine::kOneDnn:
       return 2;
-    case GemmEngine::kMkl:
+    case GemmEngine::kAmx:
       return 3;
-    case GemmEngine::kPortable:
+    case GemmEngine::kMkl:
       return 4;
+    case GemmEngine::kPortable:
+      return 5;
   }
-  return 5;
+  return 6;
 }
 
 }  // namespace

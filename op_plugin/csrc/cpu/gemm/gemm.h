@@ -6,7 +6,7 @@
 //   C (fp32) = [C +] A @ B,   A [m, k] and B [k, n] half-precision values
 //
 // with SPEC §1's numerics: the products of the half values are exact in fp32, they are
-// accumulated in fp32, and C is fp32. Five engines can do that:
+// accumulated in fp32, and C is fp32. Six engines can do that:
 //
 //   onednn      ATen's GEMM on fp32 copies of the operands with oneDNN told to compute
 //               in bf16 (exact: the values are bf16), which runs oneDNN's AMX or
@@ -15,6 +15,9 @@
 //   mkl         MKL's cblas_gemm_bf16bf16f32 (mkl_gemm.h) on the bf16 operands in place,
 //               fp32 out; its rounded products are that, rounded once per row block;
 //               where libtorch_cpu exports it; bf16 operands only.
+//   amx         the project's own GEMM on AMX tiles (bf16_gemm.h: amx_bf16_gemm) where the
+//               CPU has AMX-BF16 and Linux grants the tile state, reading the bf16 operands
+//               in place; bf16 operands only.
 //   avx512bf16  the project's own GEMM (bf16_gemm.h) on CPUs with AVX512-BF16, reading the
 //               bf16 operands in place; bf16 operands only.
 //   avx2        the project's own GEMM for AVX2 + FMA (avx2_gemm.h), reading the bf16
@@ -107,12 +110,12 @@ void gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumu
 // most 48 MiB of scratch, rounded per row block).
 void gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out, GemmEngine engine);
 
-// Whether `engine` multiplies the half operands as they lie (avx512bf16, avx2, mkl): no
+// Whether `engine` multiplies the half operands as they lie (amx, avx512bf16, avx2, mkl): no
 // fp32 copy of an operand is made, so callers need not block their operands to bound such
 // copies.
 bool reads_half_in_place(GemmEngine engine);
 
-// Whether `engine` is one of the own GEMMs (avx512bf16, avx2), whose rounded products of a
+// Whether `engine` is one of the own GEMMs (amx, avx512bf16, avx2), whose rounded products of a
 // transposed A run fastest from a row-major copy of it (the kernels make one).
 bool is_own_gemm(GemmEngine engine);
 
@@ -139,7 +142,7 @@ constexpr double kEngineTieBand = 0.10;
 // timings (asked for only when nothing is forced): the forced engine (ValueError naming
 // the variable when it is not available), else the fastest timed engine among those
 // available, where engines within kEngineTieBand of the fastest are ranked by a fixed
-// preference (avx512bf16, avx2, onednn, mkl, portable). Separate from the measurement so
+// preference (avx512bf16, avx2, onednn, amx, mkl, portable). Separate from the measurement so
 // that a test can inject timings.
 GemmEngine choose_gemm_engine(GemmKind kind, const std::optional<ForcedEngine>& forced,
                               const std::vector<GemmEngine>& available,
