@@ -136,11 +136,12 @@ std::optional<CachedChoice> read_cached_choice(GemmKind kind, const std::vector<
         std::find(available.begin(), available.end(), *engine) == available.end()) {
       continue;
     }
-    std::vector<EngineTiming> timings = fields.size() > 3 ? parse_timings(fields[3]) : std::vector<EngineTiming>{};
+    const bool timed = fields.size() > 3;
+    std::vector<EngineTiming> timings = timed ? parse_timings(fields[3]) : std::vector<EngineTiming>{};
     // A choice made before an engine existed (a newer build of the package offers amx, say)
-    // did not weigh it: measured again.
+    // did not weigh it: measured again. A line without the timings field is taken as it is.
     const bool weighed_all =
-        timings.empty() || std::all_of(available.begin(), available.end(), [&](GemmEngine e) {
+        !timed || std::all_of(available.begin(), available.end(), [&](GemmEngine e) {
           return std::any_of(timings.begin(), timings.end(),
                              [&](const EngineTiming& t) { return t.engine == e; });
         });
