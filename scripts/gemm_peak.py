@@ -104,8 +104,9 @@ def run_product(product: str, ops: StepOperands) -> None:
             _C.lce_chunk_statistics(ops.x[rows], ops.w, ops.columns[rows], ops.logits)
     elif product == "grad_input":
         _C.lce_cached_backward(ops.cache, None, ops.x, ops.w, True, False)
-    else:
-        _C.lce_cached_backward(ops.cache, None, ops.x, ops.w, False, True)
+    else:  # its output in the block the step keeps for it, as the step runs it
+        _C.lce_cached_backward(ops.cache, None, ops.x, ops.w, False, True,
+                               grad_cache.grad_cache_budget())
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@
 #include "cpu/gemm/engine_cache.h"
 #include "cpu/gemm/gemm.h"
 #include "cpu/gemm/gemm_operands.h"
+#include "cpu/gemm/kept_scratch.h"
 #include "cpu/gemm/packing_buffers.h"
 #include "cpu/gemm/peak_loops.h"
 #include "cpu/cross_entropy/lce_grad_cache.h"
@@ -246,6 +247,28 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         },
         py::arg("sizes"), py::arg("dtype"),
         "torch.empty for a kernel's scratch; NaN-filled with ASCEND_OPS_CPU_POISON_SCRATCH=1.");
+  m.def("cpu_kept_scratch_empty",
+        [](const std::string& role, std::vector<int64_t> sizes, at::ScalarType dtype,
+           int64_t keep_at_most) {
+          using ascend_ops::cpu::KeptScratch;
+          TORCH_CHECK_VALUE(role == "lce_grad_cache" || role == "lce_logits",
+                            "cpu_kept_scratch_empty: role must be 'lce_grad_cache' or "
+                            "'lce_logits', got '", role, "'");
+          return ascend_ops::cpu::kept_scratch_empty(
+              role == "lce_grad_cache" ? KeptScratch::kLceGradCache
+                                       : KeptScratch::kLceLogitsOrWeightGrad,
+              sizes, at::TensorOptions().dtype(dtype), keep_at_most);
+        },
+        py::arg("role"), py::arg("sizes"), py::arg("dtype"), py::arg("keep_at_most"),
+        "cpu_scratch_empty in the block kept for `role` from one step to the next, where the "
+        "request is at most `keep_at_most` bytes and that block is free (the logits chunk's "
+        "block serves the backward's weight gradient too).");
+  m.def("cpu_kept_scratch_bytes", &ascend_ops::cpu::kept_scratch_bytes,
+        "Bytes linear_cross_entropy's CPU step keeps between steps (the blocks of its gradient "
+        "cache, and of its logits chunk and weight gradient).");
+  m.def("cpu_release_kept_scratch", &ascend_ops::cpu::release_kept_scratch,
+        "Frees the blocks linear_cross_entropy's CPU step keeps between steps (one in use "
+        "now goes when its step is done with it).");
   m.def("cpu_gemm_operand_ready", &ascend_ops::cpu::dense_or_zero_padded, py::arg("matrix"),
         "Whether a 2-D operand may be handed to oneDNN as it is: dense, or zero-padded.");
   m.def("cpu_check_gemm_operand",
@@ -265,7 +288,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("grad_rows"));
   m.def("lce_cached_backward", &ascend_ops::cpu::lce_cached_backward, py::arg("grad_cache"),
         py::arg("row_scale"), py::arg("input"), py::arg("weight"), py::arg("want_input_grad"),
-        py::arg("want_weight_grad"));
+        py::arg("want_weight_grad"), py::arg("keep_weight_grad_at_most") = 0);
   // linear_cross_entropy's loss options (cpu/cross_entropy/lce_options.h, SPEC §7); internal
   // to python/ascend_ops/training/lce_options.py, which checks the arguments.
   m.def("lce_options_chunk_statistics", &ascend_ops::cpu::lce_options_chunk_statistics,

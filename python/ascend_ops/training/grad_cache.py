@@ -81,6 +81,24 @@ def plan_chunk_rows(input: torch.Tensor, weight: torch.Tensor, needs_grad: bool,
     return int(plan[1]) if int(plan[0]) else 0
 
 
+# The forward's two large buffers are scratch (NaN-filled under ASCEND_OPS_CPU_POISON_SCRATCH=1,
+# as the tests run) in blocks kept from one step to the next, so that a step does not fault
+# in ~100 MiB of fresh pages (op_plugin/csrc/cpu/gemm/kept_scratch.h; the backward puts the
+# weight gradient in the chunk's block). G is kept within the budget, the chunk within
+# CHUNK_LOGITS_BYTES; a larger one (high-performance mode's G, a single row wider than that)
+# is the step's own.
+def kept_grad_cache(native, bt: int, vocab: int, dtype: torch.dtype) -> torch.Tensor:
+    """G's storage: [BT, cpu_scratch_ld(V)] of `dtype`."""
+    return native.cpu_kept_scratch_empty(
+        "lce_grad_cache", [bt, native.cpu_scratch_ld(vocab)], dtype, grad_cache_budget())
+
+
+def kept_logits_chunk(native, rows: int, vocab: int) -> torch.Tensor:
+    """One row chunk of fp32 logits: [rows, V]."""
+    return native.cpu_kept_scratch_empty("lce_logits", [rows, vocab], torch.float32,
+                                         CHUNK_LOGITS_BYTES)
+
+
 def forward(x, weight, columns, owned, row_scale, chunk_rows, combine):
     """The cached forward. `columns` [BT] int64: each row's target column in this shard or
     -1; `owned` [BT] float: 1 where this shard holds the target; `row_scale` [BT] float32:
@@ -89,9 +107,8 @@ def forward(x, weight, columns, owned, row_scale, chunk_rows, combine):
     (logits_max, sum_exp_logits, predicted_logits, owners)."""
     native = _extension.native()
     bt, vocab = x.size(0), weight.size(0)
-    # scratch: NaN-filled under ASCEND_OPS_CPU_POISON_SCRATCH=1 (tests)
-    grad_cache = native.cpu_scratch_empty([bt, native.cpu_scratch_ld(vocab)], x.dtype)
-    logits = native.cpu_scratch_empty([min(chunk_rows, bt), vocab], torch.float32)
+    grad_cache = kept_grad_cache(native, bt, vocab, x.dtype)
+    logits = kept_logits_chunk(native, min(chunk_rows, bt), vocab)
     statistics = []
     for r0 in range(0, bt, chunk_rows):
         rows = slice(r0, min(bt, r0 + chunk_rows))
@@ -107,6 +124,8 @@ def forward(x, weight, columns, owned, row_scale, chunk_rows, combine):
 
 def backward(grad_cache, row_scale, x, weight, want_input_grad=True, want_weight_grad=True):
     """(input_grad, weight_grad) from the cached G, each row scaled by `row_scale`; None for
-    a gradient not wanted (a frozen head costs one GEMM less)."""
+    a gradient not wanted (a frozen head costs one GEMM less). weight_grad lies in a block
+    kept for the next step once the caller drops it, within the budget (kept_scratch.h)."""
     return _extension.native().lce_cached_backward(grad_cache, row_scale.contiguous(), x, weight,
-                                                   want_input_grad, want_weight_grad)
+                                                   want_input_grad, want_weight_grad,
+                                                   grad_cache_budget())

@@ -65,9 +65,8 @@ class _CpuOptionsFunction(torch.autograd.Function):
         chunk = cache_rows or _chunk_rows(bt, vocab)
         a, b = _math.upstream_scales(targets, reduction)
 
-        logits = native.cpu_scratch_empty([min(chunk, max(bt, 1)), vocab], torch.float32)
-        cache = (native.cpu_scratch_empty([bt, native.cpu_scratch_ld(vocab)], x.dtype)
-                 if cache_rows else None)
+        logits = _grad_cache.kept_logits_chunk(native, min(chunk, max(bt, 1)), vocab)
+        cache = _grad_cache.kept_grad_cache(native, bt, vocab, x.dtype) if cache_rows else None
         parts = []
         for r0 in range(0, bt, chunk):
             rs = slice(r0, min(bt, r0 + chunk))
@@ -117,8 +116,8 @@ class _CpuOptionsFunction(torch.autograd.Function):
         if ctx.cached:
             # G holds the gradient for a unit upstream gradient: scale its rows
             row_scale = upstream.masked_fill(~targets.kept, 1.0).contiguous()
-            input_grad, weight_grad = native.lce_cached_backward(cache, row_scale, x, weight,
-                                                                 want_x, want_w)
+            input_grad, weight_grad = native.lce_cached_backward(
+                cache, row_scale, x, weight, want_x, want_w, _grad_cache.grad_cache_budget())
             bias_grad = (native.lce_cached_bias_grad(cache, row_scale, weight.size(0))
                          if want_b else None)
         else:

@@ -3,6 +3,7 @@
 #include "../gemm/bf16_matrix.h"
 #include "../gemm/gemm.h"
 #include "../gemm/gemm_operands.h"
+#include "../gemm/kept_scratch.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>
@@ -254,7 +255,8 @@ std::tuple<at::Tensor, at::Tensor> lce_cached_backward(const at::Tensor& grad_ca
                                                        const std::optional<at::Tensor>& row_scale,
                                                        const at::Tensor& input,
                                                        const at::Tensor& weight,
-                                                       bool want_input_grad, bool want_weight_grad) {
+                                                       bool want_input_grad, bool want_weight_grad,
+                                                       int64_t keep_weight_grad_at_most) {
   const GemmEngine engine = checked_engine(input, GemmKind::kRounded);
   const int64_t bt = input.size(0);
   const int64_t vocab = weight.size(0);
@@ -277,9 +279,12 @@ std::tuple<at::Tensor, at::Tensor> lce_cached_backward(const at::Tensor& grad_ca
   const float* s = scale.defined() ? scale.const_data_ptr<float>() : nullptr;
 
   // weight_grad is allocated first: until it is written, its storage is the room of the
-  // input gradient's GEMM on `portable` (input_grad_in_room).
+  // input gradient's GEMM on `portable` (input_grad_in_room). It goes in the block the
+  // forward's logits chunk used, kept for the next step once the caller drops the gradient
+  // (optimizer.zero_grad()): kept_scratch.h.
   if (want_weight_grad) {
-    weight_grad = scratch_empty(weight.sizes(), weight.options());  // all written
+    weight_grad = kept_scratch_empty(KeptScratch::kLceLogitsOrWeightGrad, weight.sizes(),
+                                     weight.options(), keep_weight_grad_at_most);  // all written
   }
   if (want_input_grad) {
     input_grad = scratch_empty(input.sizes(), input.options());  // all written

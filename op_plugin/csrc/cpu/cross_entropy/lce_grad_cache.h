@@ -57,11 +57,15 @@ void lce_write_grad_rows(const at::Tensor& logits_buffer, const at::Tensor& glob
 // (input_grad [BT, H], weight_grad [V, H]) in input's dtype from the cached G [BT, >= V]
 // (its first V columns), scaled per row by `row_scale` [BT] float32 when given. A
 // gradient not asked for is not computed (an undefined tensor: None in Python).
+// weight_grad goes in the block kept for the logits chunk and it from one step to the next
+// where it needs at most `keep_weight_grad_at_most` bytes and the block is free
+// (kept_scratch.h), else in memory of its own.
 std::tuple<at::Tensor, at::Tensor> lce_cached_backward(const at::Tensor& grad_cache,
                                                        const std::optional<at::Tensor>& row_scale,
                                                        const at::Tensor& input,
                                                        const at::Tensor& weight,
-                                                       bool want_input_grad, bool want_weight_grad);
+                                                       bool want_input_grad, bool want_weight_grad,
+                                                       int64_t keep_weight_grad_at_most = 0);
 
 // On `portable` with every row scale 1 and both gradients wanted, input_grad's fp32 sums
 // [BT, H] and its widened K blocks of G and W live in weight_grad's storage (V x H bf16)

@@ -48,12 +48,13 @@ int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 // panels of kMr rows, or AMX tiles on row-major A panels of kAmxPanelRows rows, whose K
 // blocks are whole tiles deep (the last one zero-padded).
 struct PanelKernel {
-  bool amx;  // multiply is amx_gemm_multiply: the AMX loop orders below apply
+  bool amx;  // AMX tiles: amx_gemm_on's loop nest, which calls amx_gemm_packed itself
   int64_t panel_rows;
   int64_t pair_align;  // every K block's packed pairs are a multiple of this
   int64_t kc;          // the deepest K block
   int64_t mc;          // the rows of a packed A block
   void (*pack_a)(Bf16View a, int64_t rows, int64_t k0, int64_t depth, int64_t pairs, uint32_t* out);
+  // gemm_packed's contract, for the AVX512-BF16 nests (null on AMX).
   void (*multiply)(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a, const uint32_t* b,
                    float* c, int64_t ldc, bool accumulate);
 };
@@ -65,12 +66,6 @@ void pack_a_panels(Bf16View a, int64_t rows, int64_t k0, int64_t depth, int64_t 
 
 void pack_a_tiles(Bf16View a, int64_t rows, int64_t k0, int64_t depth, int64_t pairs, uint32_t* out) {
   pack_a_rows(a, rows, k0, depth, kAmxPanelRows, pairs, out);
-}
-
-// gemm_packed's contract on AMX: a row-major C, summed from C or from zero.
-void amx_gemm_multiply(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a, const uint32_t* b,
-                       float* c, int64_t ldc, bool accumulate) {
-  amx_gemm_packed(rows, cols, pairs, a, b, accumulate ? c : nullptr, ldc, c, ldc);
 }
 
 PanelKernel avx512_kernel() {
@@ -90,7 +85,7 @@ PanelKernel amx_kernel() {
                                          2 * kAmxTilePairs * 4, kMaxKc);
   const int64_t mc = std::clamp<int64_t>(round_down(caches.l2 / 8 / (kc * 2), kAmxPanelRows),
                                          kAmxPanelRows, kMaxMc);
-  return {true, kAmxPanelRows, kAmxTilePairs, kc, mc, pack_a_tiles, amx_gemm_multiply};
+  return {true, kAmxPanelRows, kAmxTilePairs, kc, mc, pack_a_tiles, nullptr};
 }
 
 // The K blocks: as deep as the kernel's kc allows, of equal depth that fills whole packed
