@@ -55,6 +55,16 @@ def test_a_block_in_use_is_never_handed_out_twice():
     assert third.data_ptr() != first.data_ptr()
 
 
+def test_a_kept_tensor_resizes_as_an_ordinary_one():
+    # the weight gradient is the caller's tensor: a resize past its block moves it elsewhere
+    first = kept([4, 4])
+    first.fill_(5.0)
+    address = first.data_ptr()
+    first.resize_(64, 64)
+    assert first.data_ptr() != address and torch.equal(first.view(-1)[:16], torch.full((16,), 5.0))
+    assert kept([4, 4]).data_ptr() == address  # its block came back
+
+
 def test_the_cache_and_the_logits_keep_blocks_of_their_own():
     logits = kept([8, 8])
     cache = kept([8, 8], role="lce_grad_cache", dtype=torch.bfloat16)

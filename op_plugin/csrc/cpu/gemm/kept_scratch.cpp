@@ -4,6 +4,7 @@
 #include "gemm_operands.h"
 
 #include <ATen/ops/from_blob.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -79,9 +80,13 @@ at::Tensor kept_scratch_empty(KeptScratch block, at::IntArrayRef sizes,
     slot.handed_out = true;
     data = slot.data;
   }
+  // Resizable as torch.empty's storage is (the weight gradient is the caller's tensor): a
+  // resize past the block moves the tensor to the CPU allocator's memory and gives the block back.
   at::Tensor t = at::for_blob(data, sizes)
                      .deleter([block](void* p) { give_back(block, p); })
                      .options(options.device(at::kCPU))
+                     .resizeable_storage()
+                     .allocator(c10::GetCPUAllocator())
                      .make_tensor();
   if (poison && at::isFloatingType(t.scalar_type())) {
     t.fill_(std::numeric_limits<double>::quiet_NaN());
