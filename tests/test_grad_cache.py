@@ -68,14 +68,19 @@ def test_upstream_gradient_other_than_one(cache_engine, grad):
     testing.assert_half_grad_close(weight_grad, expected[2], "weight grad")
 
 
-def spec_gradients(input, weight, target, row_scale, grad_rows):
+# The forward's `combine`: None (one shard: G from the exps the statistics pass leaves), or
+# a combine that happens to change nothing (G from the logits, exp taken again).
+COMBINES = {"one shard": None, "combined": lambda m, s, p, o: (m, s, p, o)}
+
+
+def spec_gradients(input, weight, target, row_scale, grad_rows, combine=COMBINES["combined"]):
     """The cached forward's G and statistics, then both backwards from them: ours from the
     cache, and fused_linear_cross_entropy_loss_grad (memory-saving) recomputing G from the
     same global statistics."""
     columns = torch.where(target < 0, -1, target).long()
     owned = (columns >= 0).float()
     grad_cache, logits_max, sum_exp, _, _ = _grad_cache.forward(
-        input, weight, columns, owned, row_scale, 8, lambda m, s, p, o: (m, s, p, o))
+        input, weight, columns, owned, row_scale, 8, combine)
     upstream = torch.where(row_scale == 0, 1.0, grad_rows / row_scale)  # as the backward passes it
     ours = _grad_cache.backward(grad_cache, upstream, input, weight)
     mask = ascend_ops.pack_target_mask(columns < 0)
@@ -85,8 +90,9 @@ def spec_gradients(input, weight, target, row_scale, grad_rows):
     return ours, spec
 
 
+@pytest.mark.parametrize("combine", list(COMBINES))
 @pytest.mark.parametrize("engine", ["amx", "avx512bf16", "avx2"])
-def test_cached_gradients_are_spec_bit_for_bit_on_the_own_gemm(monkeypatch, engine):
+def test_cached_gradients_are_spec_bit_for_bit_on_the_own_gemm(monkeypatch, engine, combine):
     """Upstream gradient 1: G is §1's G bit for bit, and on the own GEMMs each gradient is
     summed in the same order as the FLCE kernel's (one vocabulary chunk here)."""
     if engine not in CACHE_ENGINES:
@@ -94,8 +100,27 @@ def test_cached_gradients_are_spec_bit_for_bit_on_the_own_gemm(monkeypatch, engi
     monkeypatch.setenv("ASCEND_OPS_CPU_GEMM", engine)
     input, weight, target = problem(bt=45, h=40, v=70, seed=5)
     row_scale = torch.where(target < 0, 0.0, 1.0 / 43)
-    ours, spec = spec_gradients(input, weight, target, row_scale, row_scale)
+    ours, spec = spec_gradients(input, weight, target, row_scale, row_scale, COMBINES[combine])
     assert torch.equal(ours[0], spec[0]) and torch.equal(ours[1], spec[1])
+
+
+def test_gradient_from_the_kept_exps_is_the_recomputed_one_bit_for_bit(cache_engine):
+    """One shard: the statistics pass leaves exp(logits - max) in the chunk and G is formed
+    from it with no second exp. Every element of G, with extreme logits (rows with one
+    dominant logit, whose sum is 1 exactly, and far below the max), several chunks and a
+    tail, equals G recomputed from the logits."""
+    input, weight, target = problem(bt=67, h=24, v=333, seed=12)
+    input[3] *= 400.0  # one logit dominates: the row's sum is 1 and the exps underflow
+    input[5] *= 60.0
+    columns = torch.where(target < 0, -1, target).long()
+    row_scale = torch.where(target < 0, 0.0, 1.0 / 65)
+    caches = [_grad_cache.forward(input, weight, columns, (columns >= 0).float(), row_scale, 16,
+                                  combine)
+              for combine in COMBINES.values()]
+    (g_one, *stats_one), (g_combined, *stats_combined) = caches
+    assert torch.equal(g_one[:, :333].view(torch.int16), g_combined[:, :333].view(torch.int16))
+    assert all(torch.equal(a, b) for a, b in zip(stats_one, stats_combined))
+    assert (g_one[3, :333] == 0).sum() > 100  # the underflowing row took effect
 
 
 def test_cached_gradients_match_spec_on_every_engine(cache_engine):

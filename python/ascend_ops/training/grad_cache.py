@@ -99,11 +99,13 @@ def kept_logits_chunk(native, rows: int, vocab: int) -> torch.Tensor:
                                          CHUNK_LOGITS_BYTES)
 
 
-def forward(x, weight, columns, owned, row_scale, chunk_rows, combine):
+def forward(x, weight, columns, owned, row_scale, chunk_rows, combine=None):
     """The cached forward. `columns` [BT] int64: each row's target column in this shard or
     -1; `owned` [BT] float: 1 where this shard holds the target; `row_scale` [BT] float32:
     the upstream gradient G is formed for (0 on ignored rows); `combine(m, s, p, owned)`
-    makes a chunk's row statistics global. Returns G [BT, >= V] and the global
+    makes a chunk's row statistics global, None where they are already (one shard: then
+    the statistics pass leaves the exps in the chunk and G is formed from them, the same
+    bits without a second exp pass). Returns G [BT, >= V] and the global
     (logits_max, sum_exp_logits, predicted_logits, owners)."""
     native = _extension.native()
     bt, vocab = x.size(0), weight.size(0)
@@ -113,11 +115,15 @@ def forward(x, weight, columns, owned, row_scale, chunk_rows, combine):
     for r0 in range(0, bt, chunk_rows):
         rows = slice(r0, min(bt, r0 + chunk_rows))
         local_max, sum_exp, predicted = native.lce_chunk_statistics(
-            x[rows], weight, columns[rows], logits)
-        global_max, global_sum, global_predicted, owners = combine(
-            local_max, sum_exp, predicted, owned[rows])
+            x[rows], weight, columns[rows], logits, keep_exps=combine is None)
+        if combine is None:
+            global_max, global_sum, global_predicted, owners = (
+                local_max, sum_exp, predicted, owned[rows])
+        else:
+            global_max, global_sum, global_predicted, owners = combine(
+                local_max, sum_exp, predicted, owned[rows])
         native.lce_write_grad_rows(logits, global_max, global_sum, columns[rows],
-                                   row_scale[rows], grad_cache[rows])
+                                   row_scale[rows], grad_cache[rows], from_exps=combine is None)
         statistics.append((global_max, global_sum, global_predicted, owners))
     return (grad_cache, *(torch.cat(parts) for parts in zip(*statistics)))
 

@@ -239,9 +239,10 @@ class _LinearCrossEntropy(torch.autograd.Function):
         # "mean", 1 otherwise; 0 on ignored rows. The backward applies any other.
         scale = 1.0 / ctx.count.clamp_min(1) if ctx.reduction == "mean" else torch.tensor(1.0)
         row_scale = torch.where(ignored, 0.0, scale.float().expand(x.size(0))).contiguous()
-        grad_cache, logits_max, sum_exp, predicted, owners = _grad_cache.forward(
-            x, weight, columns, in_shard.float(), row_scale, chunk_rows,
+        combine = None if group is None else (  # None: one shard's statistics are global
             lambda m, s, p, owned: combine_row_statistics(m, s, p, owned, group))
+        grad_cache, logits_max, sum_exp, predicted, owners = _grad_cache.forward(
+            x, weight, columns, in_shard.float(), row_scale, chunk_rows, combine)
         check_one_owner((owners != 1) & ~ignored, rows, owners, ignore_index)
         row_loss, _ = ops.fused_cross_entropy_loss_with_max_sum(logits_max, sum_exp, predicted)
         ctx.save_for_backward(x, weight, grad_cache, ignored)

@@ -189,7 +189,7 @@ void lce_chunk_logits(const at::Tensor& input_chunk, const at::Tensor& weight, a
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
-    at::Tensor& logits_buffer) {
+    at::Tensor& logits_buffer, bool keep_exps) {
   checked_engine(input_chunk, GemmKind::kFp32Out);
   const int64_t rows = input_chunk.size(0);
   const int64_t vocab = weight.size(0);
@@ -208,14 +208,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
   float* s = sum_exp.mutable_data_ptr<float>();
   float* p = predicted.mutable_data_ptr<float>();
   const int64_t* column = columns.const_data_ptr<int64_t>();
-  const float* base = logits.const_data_ptr<float>();
+  float* base = logits.mutable_data_ptr<float>();
   const int64_t ld = logits_buffer.stride(0);
   at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      const float* row = base + i * ld;
+      float* row = base + i * ld;
       m[i] = logits_row_max(row, vocab);
       p[i] = column[i] < 0 ? 0.0f : row[column[i]] - m[i];
-      s[i] = static_cast<float>(logits_exp_sum(row, vocab, m[i]));
+      s[i] = static_cast<float>(keep_exps ? logits_exp_sum_in_place(row, vocab, m[i])
+                                          : logits_exp_sum(row, vocab, m[i]));
     }
   });
   return {logits_max, sum_exp, predicted};
@@ -223,7 +224,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
 
 void lce_write_grad_rows(const at::Tensor& logits, const at::Tensor& global_max,
                          const at::Tensor& global_sum, const at::Tensor& columns,
-                         const at::Tensor& row_scale, at::Tensor& grad_rows) {
+                         const at::Tensor& row_scale, at::Tensor& grad_rows, bool from_exps) {
   const int64_t rows = grad_rows.size(0);
   const int64_t vocab = std::min(grad_rows.size(1), logits.size(1));
   const int64_t width = grad_rows.size(1);  // vocab and the cache's row padding
@@ -242,9 +243,10 @@ void lce_write_grad_rows(const at::Tensor& logits, const at::Tensor& global_max,
   const int64_t ld_g = grad_rows.stride(0);
   at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      // The FLCE kernel's recompute formula on the same logits and statistics.
-      write_logits_grad_row(l + i * ld_l, vocab, /*recompute=*/true, big_m[i], 1.0f / big_s[i],
-                            scale[i], column[i], g + i * ld_g);
+      // The FLCE kernel's recompute formula on the same logits and statistics; from the
+      // exps the statistics pass left (their max the global one), the same bits.
+      write_logits_grad_row(l + i * ld_l, vocab, /*recompute=*/!from_exps, big_m[i],
+                            1.0f / big_s[i], scale[i], column[i], g + i * ld_g);
       // The row's padding is zeroed, so the backward hands the cache to oneDNN in place.
       std::fill(g + i * ld_g + vocab, g + i * ld_g + width, uint16_t{0});
     }

@@ -87,11 +87,14 @@ void logits_grad_row(const float* src, int64_t cols, bool recompute, float row_m
   const __m256 vmax = _mm256_set1_ps(row_max);
   const __m256 vinv = _mm256_set1_ps(inv_sum);
   const __m256 vscale = _mm256_set1_ps(scale);
+  const bool given_times_inv = !recompute && inv_sum != 1.0f;
   for (int64_t j = 0; j < cols; j += kLanes) {
     const int64_t n = cols - j;
     __m256 p = load_floats(src + j, n);
     if (recompute) {
       p = _mm256_mul_ps(Sleef_expf8_u10avx2(_mm256_sub_ps(p, vmax)), vinv);
+    } else if (given_times_inv) {
+      p = _mm256_mul_ps(p, vinv);
     }
     if (target >= j && target < j + kLanes) {
       const __m256i hit = _mm256_cmpeq_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
@@ -130,7 +133,7 @@ float row_max(const float* row, int64_t n) {
   return _mm256_movemask_ps(nan) ? __builtin_nanf("") : horizontal_max(m);
 }
 
-double exp_sum(const float* row, int64_t n, float row_max) {
+double exp_sum(const float* row, int64_t n, float row_max, float* exps) {
   const __m256 vmax = _mm256_set1_ps(row_max);
   double sum = 0.0;
   for (int64_t start = 0; start < n; start += kExpSumBlock) {
@@ -140,6 +143,9 @@ double exp_sum(const float* row, int64_t n, float row_max) {
       const __m256 lanes = _mm256_castsi256_ps(first_lanes(stop - j));
       const __m256 e = Sleef_expf8_u10avx2(_mm256_sub_ps(load_floats(row + j, stop - j), vmax));
       acc = _mm256_add_ps(acc, _mm256_and_ps(e, lanes));  // lanes past the row add 0
+      if (exps != nullptr) {
+        _mm256_maskstore_ps(exps + j, _mm256_castps_si256(lanes), e);
+      }
     }
     sum += horizontal_sum(acc);
   }

@@ -28,8 +28,9 @@ void round_to_bf16(const float* src, int64_t n, uint16_t* dst);
 void rescale_bf16(const uint16_t* src, int64_t n, float scale, uint16_t* dst);
 float row_max(const float* row, int64_t n);
 // Sums exp(row[j] - row_max) in fp32 vectors over blocks of kExpSumBlock elements
-// (avx512_kernels.h), each block's sum added to a double in order.
-double exp_sum(const float* row, int64_t n, float row_max);
+// (avx512_kernels.h), each block's sum added to a double in order; stores each exp in
+// `exps` where given (which may be row).
+double exp_sum(const float* row, int64_t n, float row_max, float* exps = nullptr);
 
 }  // namespace avx2
 }  // namespace cpu

@@ -348,11 +348,14 @@ void logits_grad_row(const float* src, int64_t cols, bool recompute, float row_m
   const __m512 vinv = _mm512_set1_ps(inv_sum);
   const __m512 vscale = _mm512_set1_ps(scale);
   const __m512 one = _mm512_set1_ps(1.0f);
+  const bool given_times_inv = !recompute && inv_sum != 1.0f;
   for (int64_t j = 0; j < cols; j += 16) {
     const __mmask16 mask = first_lanes(cols - j);
     __m512 p = _mm512_maskz_loadu_ps(mask, src + j);
     if (recompute) {
       p = _mm512_mul_ps(Sleef_expf16_u10(_mm512_sub_ps(p, vmax)), vinv);
+    } else if (given_times_inv) {
+      p = _mm512_mul_ps(p, vinv);
     }
     if (target >= j && target < j + 16) {
       p = _mm512_mask_sub_ps(p, static_cast<__mmask16>(1u << (target - j)), p, one);
@@ -393,7 +396,7 @@ float row_max(const float* row, int64_t n) {
   return nan ? __builtin_nanf("") : _mm512_reduce_max_ps(m);
 }
 
-double exp_sum(const float* row, int64_t n, float row_max) {
+double exp_sum(const float* row, int64_t n, float row_max, float* exps) {
   const __m512 vmax = _mm512_set1_ps(row_max);
   double sum = 0.0;
   for (int64_t start = 0; start < n; start += kExpSumBlock) {
@@ -403,6 +406,9 @@ double exp_sum(const float* row, int64_t n, float row_max) {
       const __mmask16 mask = first_lanes(stop - j);
       const __m512 e = Sleef_expf16_u10(_mm512_sub_ps(_mm512_maskz_loadu_ps(mask, row + j), vmax));
       acc = _mm512_mask_add_ps(acc, mask, acc, e);
+      if (exps != nullptr) {
+        _mm512_mask_storeu_ps(exps + j, mask, e);
+      }
     }
     sum += _mm512_reduce_add_ps(acc);
   }

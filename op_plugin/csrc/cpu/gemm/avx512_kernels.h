@@ -59,7 +59,9 @@ void gemm_packed(int64_t rows, int64_t cols, int64_t pairs, const uint32_t* a_pa
 
 // One row of the logits gradient, rounded to bf16 (round to nearest even):
 //   g[j] = bf16((p[j] - (j == target)) * scale)
-// with p[j] = exp(src[j] - row_max) * inv_sum when `recompute`, else p[j] = src[j].
+// with p[j] = exp(src[j] - row_max) * inv_sum when `recompute`, else p[j] = src[j] * inv_sum
+// (src the softmax, inv_sum 1: read as it is; or the row's exps exp_sum left, inv_sum
+// 1 / their sum: the same bits as recomputing them).
 // `target` < 0 or >= cols: no column gets the -1.
 void logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
                      float inv_sum, float scale, int64_t target, uint16_t* g);
@@ -73,10 +75,11 @@ void rescale_bf16(const uint16_t* src, int64_t n, float scale, uint16_t* dst);
 // The row statistics of linear_cross_entropy's cached-gradient forward, one row of fp32
 // logits at a time: the row maximum, and the sum of exp(row[j] - row_max) (the same exp
 // as logits_grad_row) added in fp32 vectors of kExpSumBlock elements, each block's sum
-// added to a double in order.
+// added to a double in order; with `exps`, each exp is also stored there (exps == row
+// allowed: the row is read before it is written).
 constexpr int64_t kExpSumBlock = 1024;
 float row_max(const float* row, int64_t n);
-double exp_sum(const float* row, int64_t n, float row_max);
+double exp_sum(const float* row, int64_t n, float row_max, float* exps = nullptr);
 
 }  // namespace cpu
 }  // namespace ascend_ops

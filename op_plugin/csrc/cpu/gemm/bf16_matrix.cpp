@@ -29,8 +29,11 @@ void scalar_round_to_bf16(const float* src, int64_t n, uint16_t* dst) {
 
 void scalar_logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
                             float inv_sum, float scale, int64_t target, uint16_t* g) {
+  const bool given_times_inv = !recompute && inv_sum != 1.0f;
   for (int64_t j = 0; j < cols; ++j) {
-    const float p = recompute ? std::exp(src[j] - row_max) * inv_sum : src[j];
+    const float p = recompute ? std::exp(src[j] - row_max) * inv_sum
+                    : given_times_inv ? src[j] * inv_sum
+                                      : src[j];
     g[j] = c10::BFloat16((p - (j == target ? 1.0f : 0.0f)) * scale).x;
   }
 }
@@ -44,10 +47,14 @@ float scalar_row_max(const float* row, int64_t n) {
   return m;
 }
 
-double scalar_exp_sum(const float* row, int64_t n, float row_max) {
+double scalar_exp_sum(const float* row, int64_t n, float row_max, float* exps) {
   double sum = 0.0;
   for (int64_t j = 0; j < n; ++j) {
-    sum += std::exp(row[j] - row_max);
+    const float e = std::exp(row[j] - row_max);
+    sum += e;
+    if (exps != nullptr) {
+      exps[j] = e;
+    }
   }
   return sum;
 }
@@ -66,7 +73,7 @@ struct RowKernels {
   void (*logits_grad)(const float* src, int64_t cols, bool recompute, float row_max,
                       float inv_sum, float scale, int64_t target, uint16_t* g);
   float (*max)(const float* row, int64_t n);
-  double (*sum_exp)(const float* row, int64_t n, float row_max);
+  double (*sum_exp)(const float* row, int64_t n, float row_max, float* exps);
   void (*rescale)(const uint16_t* src, int64_t n, float scale, uint16_t* dst);
 };
 
@@ -117,7 +124,11 @@ void write_logits_grad_row(const float* src, int64_t cols, bool recompute, float
 float logits_row_max(const float* row, int64_t n) { return row_kernels().max(row, n); }
 
 double logits_exp_sum(const float* row, int64_t n, float row_max) {
-  return row_kernels().sum_exp(row, n, row_max);
+  return row_kernels().sum_exp(row, n, row_max, nullptr);
+}
+
+double logits_exp_sum_in_place(float* row, int64_t n, float row_max) {
+  return row_kernels().sum_exp(row, n, row_max, row);
 }
 
 int64_t scratch_ld(int64_t n) {

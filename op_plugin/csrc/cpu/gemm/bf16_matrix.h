@@ -27,7 +27,8 @@ void round_rows(const float* src, int64_t rows, int64_t cols, int64_t ld_src, ui
 
 // One row of the logits gradient (avx512_kernels.h, logits_grad_row):
 //   g[j] = bf16((p[j] - (j == target)) * scale)
-// with p[j] = exp(src[j] - row_max) * inv_sum when `recompute`, else p[j] = src[j].
+// with p[j] = exp(src[j] - row_max) * inv_sum when `recompute`, else p[j] = src[j] * inv_sum
+// (the softmax with inv_sum 1, or the exps logits_exp_sum_in_place left with 1 / their sum).
 void write_logits_grad_row(const float* src, int64_t cols, bool recompute, float row_max,
                            float inv_sum, float scale, int64_t target, uint16_t* g);
 
@@ -36,6 +37,9 @@ void write_logits_grad_row(const float* src, int64_t cols, bool recompute, float
 // of kExpSumBlock elements into a double, the scalar loop every element into a double.
 float logits_row_max(const float* row, int64_t n);
 double logits_exp_sum(const float* row, int64_t n, float row_max);
+// logits_exp_sum, leaving exp(row[j] - row_max) in row[j]: then write_logits_grad_row on
+// the row with inv_sum = 1 / sum and no recompute gives the bits recomputing would.
+double logits_exp_sum_in_place(float* row, int64_t n, float row_max);
 
 // dst[cols, rows] = src[rows, cols] (leading dimensions ld_src, ld_dst), in 64 x 64
 // tiles so both sides are read and written a cache line at a time.
