@@ -208,7 +208,6 @@ def make_step(provider: str, x, w, t):
     fn = loss_function(provider)
 
     def step() -> None:
-        x.grad = w.grad = None
         fn(x, w, t).backward()
         # Dropped within the step, as optimizer.zero_grad() drops them between steps: each
         # provider pays for freeing its own gradients, and ascend_ops' weight gradient block
@@ -227,8 +226,7 @@ def peak_extra_mib(provider: str, bt: int, h: int, v: int) -> float:
     if provider == "gemms":
         return 0.0  # not a loss: timed only
     fn = loss_function(provider)
-    make_step(provider, x, w, t)()  # warm-up (and compilation)
-    x.grad = w.grad = None
+    make_step(provider, x, w, t)()  # warm-up (and compilation); it drops its gradients
     gc.collect()
     # ascend_ops' step keeps its gradient cache, logits chunk and weight gradient blocks from
     # one step to the next (op_plugin/csrc/cpu/gemm/kept_scratch.h): freed here, so that the

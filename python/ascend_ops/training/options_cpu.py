@@ -116,8 +116,8 @@ class _CpuOptionsFunction(torch.autograd.Function):
         if ctx.cached:
             # G holds the gradient for a unit upstream gradient: scale its rows
             row_scale = upstream.masked_fill(~targets.kept, 1.0).contiguous()
-            input_grad, weight_grad = native.lce_cached_backward(
-                cache, row_scale, x, weight, want_x, want_w, _grad_cache.grad_cache_budget())
+            input_grad, weight_grad = _grad_cache.backward(cache, row_scale, x, weight,
+                                                           want_x, want_w)
             bias_grad = (native.lce_cached_bias_grad(cache, row_scale, weight.size(0))
                          if want_b else None)
         else:

@@ -5,6 +5,7 @@
 
 #include <ATen/ops/from_blob.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/accumulate.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -38,7 +39,12 @@ void give_back(KeptScratch block, void* data) {
   Slots& all = slots();
   std::lock_guard<std::mutex> lock(all.mutex);
   Slot& slot = all.slot[static_cast<int>(block)];
-  TORCH_INTERNAL_ASSERT(slot.data == data && slot.handed_out, "kept scratch: a stray block");
+  if (slot.data != data) {
+    // Not the slot's block: cannot happen (a slot changes its block only while nothing holds
+    // it), and a deleter cannot throw, so such a block would be freed rather than abort.
+    std::free(data);
+    return;
+  }
   slot.handed_out = false;
   if (slot.free_when_back) {
     std::free(slot.data);
@@ -51,10 +57,7 @@ void give_back(KeptScratch block, void* data) {
 at::Tensor kept_scratch_empty(KeptScratch block, at::IntArrayRef sizes,
                               const at::TensorOptions& options, int64_t keep_at_most) {
   const bool poison = scratch_poison_enabled();  // a bad value throws before a block is taken
-  int64_t numel = 1;
-  for (const int64_t size : sizes) {
-    numel *= size;
-  }
+  const int64_t numel = c10::multiply_integers(sizes);
   const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(options.dtype().toScalarType()));
   if (numel == 0 || bytes > keep_at_most) {
     return scratch_empty(sizes, options);
