@@ -8,7 +8,9 @@ TFLOP/s, the peak of the instruction it multiplies with (VDPBF16PS zmm, TDPBF16P
 exists, VFMADD231PS zmm / ymm for fp32 GEMMs) on the kernels' threads, and the fraction. The
 products and engines alternate in rounds, and every timing sits between two runs of the peak
 loop, so load from other processes hits the product and its peak alike; each figure is a
-median over the rounds. First the peak loops themselves, for every instruction this CPU runs.
+median over the rounds. First the peak loops themselves, for every instruction this CPU runs;
+where AMX runs, also TDPBF16PS with its operand tiles loaded from L1 as the AMX kernel loads
+them, and its fraction of the register-only loop: the ceiling of any AMX GEMM here.
 
 Rows (CPU, thread count, load, engine, instruction, product, size, TFLOP/s, peak, fraction)
 are appended to scripts/results/gemm_peak.csv.
@@ -49,11 +51,18 @@ FIELDS = ["date", "cpu_model", "amx_bf16", "avx512_bf16", "threads", "load_1m", 
 
 
 def peak_table(rounds: int) -> str:
-    rows = []
+    rows, medians = [], {}
     for instruction, _ in _C.cpu_peak_loops():
         runs = [peak_tflops(instruction) for _ in range(rounds)]
-        rows.append((instruction, f"{statistics.median(runs):.3f}", f"{min(runs):.3f}-{max(runs):.3f}"))
-    return text_table(("instruction", "TFLOP/s (median)", "range"), rows)
+        medians[instruction] = statistics.median(runs)
+        rows.append((instruction, f"{medians[instruction]:.3f}", f"{min(runs):.3f}-{max(runs):.3f}"))
+    table = text_table(("instruction", "TFLOP/s (median)", "range"), rows)
+    if "tdpbf16ps_from_l1" in medians:
+        # every K tile of a GEMM brings fresh operand tiles, so no AMX GEMM passes this ratio
+        table += (f"\ntdpbf16ps_from_l1 / tdpbf16ps = "
+                  f"{medians['tdpbf16ps_from_l1'] / medians['tdpbf16ps']:.2f}: the highest fraction "
+                  "an AMX GEMM can reach on this CPU (its operand tiles loaded from L1)")
+    return table
 
 
 def busy_processes(count: int) -> list[subprocess.Popen]:

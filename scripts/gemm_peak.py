@@ -101,7 +101,9 @@ def run_product(product: str, ops: StepOperands) -> None:
     if product == "logits":
         for r0 in range(0, ops.x.size(0), ops.chunk_rows):
             rows = slice(r0, r0 + ops.chunk_rows)
-            _C.lce_chunk_statistics(ops.x[rows], ops.w, ops.columns[rows], ops.logits)
+            # the exps left in the chunk, as the step on one shard leaves them (grad_cache.py)
+            _C.lce_chunk_statistics(ops.x[rows], ops.w, ops.columns[rows], ops.logits,
+                                    keep_exps=True)
     elif product == "grad_input":
         _C.lce_cached_backward(ops.cache, None, ops.x, ops.w, True, False)
     else:  # its output in the block the step keeps for it, as the step runs it

@@ -20,6 +20,9 @@ constexpr double kVdpbf16psFlops = 12 * 64.0;
 constexpr double kFmaZmmFlops = 12 * 32.0;
 constexpr double kFmaYmmFlops = 12 * 16.0;
 constexpr double kTdpbf16psFlops = 4 * 16 * 16 * 32 * 2.0;
+// The micro-kernels' K steps (peak_loops.h): 12 x 2 VDPBF16PS zmm, 6 x 2 VFMADD231PS ymm.
+constexpr double kVdpbf16psFromL1Flops = 24 * 64.0;
+constexpr double kFmaYmmFromL1Flops = 12 * 16.0;
 
 using LoopFunction = float (*)(int64_t);
 
@@ -28,9 +31,12 @@ LoopFunction loop_of(const std::string& instruction) {
   for (const PeakLoop& loop : available_peak_loops()) {
     if (loop.instruction == instruction) {
       if (instruction == "vdpbf16ps_zmm") return vdpbf16ps_zmm_loop;
+      if (instruction == "vdpbf16ps_zmm_from_l1") return vdpbf16ps_zmm_from_l1_loop;
       if (instruction == "vfmadd231ps_zmm") return vfmadd231ps_zmm_loop;
       if (instruction == "vfmadd231ps_ymm") return vfmadd231ps_ymm_loop;
+      if (instruction == "vfmadd231ps_ymm_from_l1") return vfmadd231ps_ymm_from_l1_loop;
       if (instruction == "tdpbf16ps") return tdpbf16ps_loop;
+      if (instruction == "tdpbf16ps_from_l1") return tdpbf16ps_from_l1_loop;
     }
   }
 #endif
@@ -49,15 +55,18 @@ std::vector<PeakLoop> available_peak_loops() {
 #if ASCEND_OPS_X86_KERNELS  // the loops' files are x86 builds (peak_loops.h)
   if (avx512_kernels_supported()) {
     loops.push_back({"vdpbf16ps_zmm", kVdpbf16psFlops});
+    loops.push_back({"vdpbf16ps_zmm_from_l1", kVdpbf16psFromL1Flops});
   }
   if (amx_tiles_granted()) {
     loops.push_back({"tdpbf16ps", kTdpbf16psFlops});
+    loops.push_back({"tdpbf16ps_from_l1", kTdpbf16psFlops});
   }
   if (avx512_core_supported()) {
     loops.push_back({"vfmadd231ps_zmm", kFmaZmmFlops});
   }
   if (avx2_kernels_supported()) {
     loops.push_back({"vfmadd231ps_ymm", kFmaYmmFlops});
+    loops.push_back({"vfmadd231ps_ymm_from_l1", kFmaYmmFromL1Flops});
   }
 #endif
   return loops;
