@@ -105,10 +105,12 @@ def test_cached_gradients_are_spec_bit_for_bit_on_the_own_gemm(monkeypatch, engi
 
 
 def test_gradient_from_the_kept_exps_is_the_recomputed_one_bit_for_bit(cache_engine):
-    """One shard: the statistics pass leaves exp(logits - max) in the chunk and G is formed
-    from it with no second exp. Every element of G, with extreme logits (rows with one
-    dominant logit, whose sum is 1 exactly, and far below the max), several chunks and a
-    tail, equals G recomputed from the logits."""
+    """One shard: the statistics pass leaves exp(logits - max) in the chunk and writes each
+    row's G from it as soon as the row is summed, with no second exp. Every element of G,
+    with extreme logits (rows with one dominant logit, whose sum is 1 exactly, and far below
+    the max), several chunks and a tail, equals G recomputed from the logits, and the rows'
+    padding is zero in both (the cache is NaN-filled when handed out under the poison
+    switch)."""
     input, weight, target = problem(bt=67, h=24, v=333, seed=12)
     input[3] *= 400.0  # one logit dominates: the row's sum is 1 and the exps underflow
     input[5] *= 60.0
@@ -121,6 +123,8 @@ def test_gradient_from_the_kept_exps_is_the_recomputed_one_bit_for_bit(cache_eng
     assert torch.equal(g_one[:, :333].view(torch.int16), g_combined[:, :333].view(torch.int16))
     assert all(torch.equal(a, b) for a, b in zip(stats_one, stats_combined))
     assert (g_one[3, :333] == 0).sum() > 100  # the underflowing row took effect
+    for g in (g_one, g_combined):
+        assert g.size(1) > 333 and torch.equal(g[:, 333:], torch.zeros_like(g[:, 333:]))
 
 
 def test_cached_gradients_match_spec_on_every_engine(cache_engine):

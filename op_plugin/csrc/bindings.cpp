@@ -283,7 +283,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("dtype"));
   m.def("lce_chunk_statistics", &ascend_ops::cpu::lce_chunk_statistics, py::arg("input_chunk"),
         py::arg("weight"), py::arg("columns"), py::arg("logits_buffer"),
-        py::arg("keep_exps") = false);
+        py::arg("keep_exps") = false, py::arg("row_scale") = py::none(),
+        py::arg("grad_rows") = py::none());
   m.def("lce_write_grad_rows", &ascend_ops::cpu::lce_write_grad_rows, py::arg("logits_buffer"),
         py::arg("global_max"), py::arg("global_sum"), py::arg("columns"), py::arg("row_scale"),
         py::arg("grad_rows"), py::arg("from_exps") = false);

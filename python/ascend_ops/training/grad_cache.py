@@ -104,27 +104,31 @@ def forward(x, weight, columns, owned, row_scale, chunk_rows, combine=None):
     -1; `owned` [BT] float: 1 where this shard holds the target; `row_scale` [BT] float32:
     the upstream gradient G is formed for (0 on ignored rows); `combine(m, s, p, owned)`
     makes a chunk's row statistics global, None where they are already (one shard: then
-    the statistics pass leaves the exps in the chunk and G is formed from them, the same
-    bits without a second exp pass). Returns G [BT, >= V] and the global
+    the statistics pass writes each row's G from the exps it has just summed, the same bits
+    without a second exp pass or a second pass over the chunk). Returns G [BT, >= V] and the global
     (logits_max, sum_exp_logits, predicted_logits, owners)."""
     native = _extension.native()
     bt, vocab = x.size(0), weight.size(0)
     grad_cache = kept_grad_cache(native, bt, vocab, x.dtype)
     logits = kept_logits_chunk(native, min(chunk_rows, bt), vocab)
+    one_shard = combine is None
+    row_scale = row_scale.contiguous()
     statistics = []
     for r0 in range(0, bt, chunk_rows):
         rows = slice(r0, min(bt, r0 + chunk_rows))
-        local_max, sum_exp, predicted = native.lce_chunk_statistics(
-            x[rows], weight, columns[rows], logits, keep_exps=combine is None)
-        if combine is None:
-            global_max, global_sum, global_predicted, owners = (
-                local_max, sum_exp, predicted, owned[rows])
+        if one_shard:
+            # the statistics are global already: each row's G is written from its exps as
+            # soon as they are summed, while they are in cache
+            local = native.lce_chunk_statistics(x[rows], weight, columns[rows], logits,
+                                                keep_exps=True, row_scale=row_scale[rows],
+                                                grad_rows=grad_cache[rows])
+            statistics.append((*local, owned[rows]))
         else:
-            global_max, global_sum, global_predicted, owners = combine(
-                local_max, sum_exp, predicted, owned[rows])
-        native.lce_write_grad_rows(logits, global_max, global_sum, columns[rows],
-                                   row_scale[rows], grad_cache[rows], from_exps=combine is None)
-        statistics.append((global_max, global_sum, global_predicted, owners))
+            local = native.lce_chunk_statistics(x[rows], weight, columns[rows], logits)
+            global_stats = combine(*local, owned[rows])
+            native.lce_write_grad_rows(logits, global_stats[0], global_stats[1], columns[rows],
+                                       row_scale[rows], grad_cache[rows])
+            statistics.append(global_stats)
     return (grad_cache, *(torch.cat(parts) for parts in zip(*statistics)))
 
 

@@ -189,7 +189,8 @@ void lce_chunk_logits(const at::Tensor& input_chunk, const at::Tensor& weight, a
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
-    at::Tensor& logits_buffer, bool keep_exps) {
+    at::Tensor& logits_buffer, bool keep_exps, const std::optional<at::Tensor>& row_scale,
+    const std::optional<at::Tensor>& grad_rows) {
   checked_engine(input_chunk, GemmKind::kFp32Out);
   const int64_t rows = input_chunk.size(0);
   const int64_t vocab = weight.size(0);
@@ -197,6 +198,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
                         logits_buffer.scalar_type() == at::kFloat &&
                         logits_buffer.size(0) >= rows && logits_buffer.size(1) >= vocab &&
                         logits_buffer.stride(1) == 1);
+  const bool write_grad = grad_rows.has_value();
+  TORCH_INTERNAL_ASSERT(!write_grad || (keep_exps && row_scale.has_value() &&
+                                        grad_rows->scalar_type() == at::kBFloat16 &&
+                                        grad_rows->size(0) == rows && grad_rows->size(1) >= vocab &&
+                                        grad_rows->stride(1) == 1 &&
+                                        row_scale->scalar_type() == at::kFloat &&
+                                        row_scale->numel() == rows && row_scale->is_contiguous()));
   at::Tensor logits = logits_buffer.narrow(0, 0, rows).narrow(1, 0, vocab);
   lce_chunk_logits(input_chunk, weight, logits);
 
@@ -210,6 +218,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
   const int64_t* column = columns.const_data_ptr<int64_t>();
   float* base = logits.mutable_data_ptr<float>();
   const int64_t ld = logits_buffer.stride(0);
+  const float* scale = write_grad ? row_scale->const_data_ptr<float>() : nullptr;
+  at::Tensor grad = write_grad ? *grad_rows : at::Tensor();  // written through: a view of G
+  uint16_t* g = write_grad ? bf16_bits(grad) : nullptr;
+  const int64_t ld_g = write_grad ? grad_rows->stride(0) : 0;
+  const int64_t width = write_grad ? grad_rows->size(1) : 0;
   at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       float* row = base + i * ld;
@@ -217,6 +230,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
       p[i] = column[i] < 0 ? 0.0f : row[column[i]] - m[i];
       s[i] = static_cast<float>(keep_exps ? logits_exp_sum_in_place(row, vocab, m[i])
                                           : logits_exp_sum(row, vocab, m[i]));
+      if (write_grad) {
+        // lce_write_grad_rows(from_exps)'s row, on this row's own statistics (the global
+        // ones on one shard), while its exps are in cache.
+        write_logits_grad_row(row, vocab, /*recompute=*/false, m[i], 1.0f / s[i], scale[i],
+                              column[i], g + i * ld_g);
+        std::fill(g + i * ld_g + vocab, g + i * ld_g + width, uint16_t{0});
+      }
     }
   });
   return {logits_max, sum_exp, predicted};

@@ -6,6 +6,7 @@
 //   forward, per row chunk:  logits = x_c @ W.T (fp32)      lce_chunk_statistics
 //                            row statistics; the caller makes them global
 //                            G_c = bf16((P - onehot) * s)     lce_write_grad_rows
+//                            (one shard: both in lce_chunk_statistics, row by row)
 //   backward:                input_grad  = bf16(G' @ W)      lce_cached_backward
 //                            weight_grad = bf16(G'.T @ x)
 //
@@ -42,10 +43,15 @@ void lce_chunk_logits(const at::Tensor& input_chunk, const at::Tensor& weight, a
 // fused_linear_online_max_sum defines them (predicted relative to the local maximum).
 // With `keep_exps` the buffer is left holding exp(logits - m) instead of the logits, for
 // lce_write_grad_rows(from_exps) where m is the global maximum (one shard): G then costs
-// no second exp pass.
+// no second exp pass. With `grad_rows` too (one shard; needs keep_exps and `row_scale`),
+// each row's G is written as soon as its statistics are done, while its exps are still in
+// cache: lce_write_grad_rows(from_exps) on the returned statistics, row by row, the same
+// bits without a second pass over the chunk.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
-    at::Tensor& logits_buffer, bool keep_exps = false);
+    at::Tensor& logits_buffer, bool keep_exps = false,
+    const std::optional<at::Tensor>& row_scale = std::nullopt,
+    const std::optional<at::Tensor>& grad_rows = std::nullopt);
 
 // G for the chunk's rows, into grad_rows [rows, >= V] (bf16, contiguous rows), from the
 // logits lce_chunk_statistics left in logits_buffer and the global statistics:
