@@ -8,9 +8,10 @@ TFLOP/s, the peak of the instruction it multiplies with (VDPBF16PS zmm, TDPBF16P
 exists, VFMADD231PS zmm / ymm for fp32 GEMMs) on the kernels' threads, and the fraction. The
 products and engines alternate in rounds, and every timing sits between two runs of the peak
 loop, so load from other processes hits the product and its peak alike; each figure is a
-median over the rounds. First the peak loops themselves, for every instruction this CPU runs;
-where AMX runs, also TDPBF16PS with its operand tiles loaded from L1 as the AMX kernel loads
-them, and its fraction of the register-only loop: the ceiling of any AMX GEMM here.
+median over the rounds. First the peak loops themselves, for every instruction this CPU runs,
+each beside its `_from_l1` twin where an own kernel multiplies with it (that kernel's inner
+loop on operands in L1: the most the kernel can reach); where AMX runs, the TDPBF16PS twin's
+fraction of the register-only loop, the ceiling of any AMX GEMM here.
 
 Rows (CPU, thread count, load, engine, instruction, product, size, TFLOP/s, peak, fraction)
 are appended to scripts/results/gemm_peak.csv.

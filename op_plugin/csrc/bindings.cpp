@@ -287,7 +287,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("grad_rows") = py::none());
   m.def("lce_write_grad_rows", &ascend_ops::cpu::lce_write_grad_rows, py::arg("logits_buffer"),
         py::arg("global_max"), py::arg("global_sum"), py::arg("columns"), py::arg("row_scale"),
-        py::arg("grad_rows"), py::arg("from_exps") = false);
+        py::arg("grad_rows"));
   m.def("lce_cached_backward", &ascend_ops::cpu::lce_cached_backward, py::arg("grad_cache"),
         py::arg("row_scale"), py::arg("input"), py::arg("weight"), py::arg("want_input_grad"),
         py::arg("want_weight_grad"), py::arg("keep_weight_grad_at_most") = 0);

@@ -104,9 +104,9 @@ def forward(x, weight, columns, owned, row_scale, chunk_rows, combine=None):
     -1; `owned` [BT] float: 1 where this shard holds the target; `row_scale` [BT] float32:
     the upstream gradient G is formed for (0 on ignored rows); `combine(m, s, p, owned)`
     makes a chunk's row statistics global, None where they are already (one shard: then
-    the statistics pass writes each row's G from the exps it has just summed, the same bits
-    without a second exp pass or a second pass over the chunk). Returns G [BT, >= V] and the global
-    (logits_max, sum_exp_logits, predicted_logits, owners)."""
+    the statistics pass writes each row's G from the exps it has just summed, the same
+    bits with no second exp and no second pass over the chunk). Returns G [BT, >= V] and
+    the global (logits_max, sum_exp_logits, predicted_logits, owners)."""
     native = _extension.native()
     bt, vocab = x.size(0), weight.size(0)
     grad_cache = kept_grad_cache(native, bt, vocab, x.dtype)

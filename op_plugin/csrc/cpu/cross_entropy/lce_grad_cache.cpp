@@ -33,6 +33,16 @@ GemmEngine checked_engine(const at::Tensor& input, GemmKind kind) {
   return gemm_engine(input.scalar_type(), kind);
 }
 
+// One row of G, bf16((P - onehot) * scale), by the FLCE kernel's own row function, and the
+// row's padding up to `width` zeroed, so the backward hands the cache to oneDNN in place.
+// `recompute`: `row` holds the logits (P = exp(l - max) / sum); else the exps of the row
+// taken against a maximum equal to `max` (P = e / sum): the same product of the same values.
+void write_grad_row(const float* row, int64_t vocab, bool recompute, float max, float sum,
+                    float scale, int64_t column, uint16_t* g, int64_t width) {
+  write_logits_grad_row(row, vocab, recompute, max, 1.0f / sum, scale, column, g);
+  std::fill(g + vocab, g + width, uint16_t{0});
+}
+
 // The weight gradient's storage (V x H bf16) as fp32 room: V * H / 2 floats.
 at::Tensor fp32_room(const at::Tensor& weight_grad) {
   const int64_t floats = weight_grad.numel() / 2;
@@ -231,11 +241,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
       s[i] = static_cast<float>(keep_exps ? logits_exp_sum_in_place(row, vocab, m[i])
                                           : logits_exp_sum(row, vocab, m[i]));
       if (write_grad) {
-        // lce_write_grad_rows(from_exps)'s row, on this row's own statistics (the global
-        // ones on one shard), while its exps are in cache.
-        write_logits_grad_row(row, vocab, /*recompute=*/false, m[i], 1.0f / s[i], scale[i],
-                              column[i], g + i * ld_g);
-        std::fill(g + i * ld_g + vocab, g + i * ld_g + width, uint16_t{0});
+        // From the exps just summed, while they are in cache, on the row's own statistics
+        // (the global ones on one shard).
+        write_grad_row(row, vocab, /*recompute=*/false, m[i], s[i], scale[i], column[i],
+                       g + i * ld_g, width);
       }
     }
   });
@@ -244,7 +253,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
 
 void lce_write_grad_rows(const at::Tensor& logits, const at::Tensor& global_max,
                          const at::Tensor& global_sum, const at::Tensor& columns,
-                         const at::Tensor& row_scale, at::Tensor& grad_rows, bool from_exps) {
+                         const at::Tensor& row_scale, at::Tensor& grad_rows) {
   const int64_t rows = grad_rows.size(0);
   const int64_t vocab = std::min(grad_rows.size(1), logits.size(1));
   const int64_t width = grad_rows.size(1);  // vocab and the cache's row padding
@@ -263,12 +272,8 @@ void lce_write_grad_rows(const at::Tensor& logits, const at::Tensor& global_max,
   const int64_t ld_g = grad_rows.stride(0);
   at::parallel_for(0, rows, 1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      // The FLCE kernel's recompute formula on the same logits and statistics; from the
-      // exps the statistics pass left (their max the global one), the same bits.
-      write_logits_grad_row(l + i * ld_l, vocab, /*recompute=*/!from_exps, big_m[i],
-                            1.0f / big_s[i], scale[i], column[i], g + i * ld_g);
-      // The row's padding is zeroed, so the backward hands the cache to oneDNN in place.
-      std::fill(g + i * ld_g + vocab, g + i * ld_g + width, uint16_t{0});
+      write_grad_row(l + i * ld_l, vocab, /*recompute=*/true, big_m[i], big_s[i], scale[i],
+                     column[i], g + i * ld_g, width);
     }
   });
 }

@@ -41,12 +41,11 @@ void lce_chunk_logits(const at::Tensor& input_chunk, const at::Tensor& weight, a
 // `columns` [rows] int64 holds each row's target column in this shard, or -1. Returns
 // (logits_max, sum_exp_logits, predicted_logits) float32 [rows], as
 // fused_linear_online_max_sum defines them (predicted relative to the local maximum).
-// With `keep_exps` the buffer is left holding exp(logits - m) instead of the logits, for
-// lce_write_grad_rows(from_exps) where m is the global maximum (one shard): G then costs
-// no second exp pass. With `grad_rows` too (one shard; needs keep_exps and `row_scale`),
-// each row's G is written as soon as its statistics are done, while its exps are still in
-// cache: lce_write_grad_rows(from_exps) on the returned statistics, row by row, the same
-// bits without a second pass over the chunk.
+// With `keep_exps` the buffer is left holding exp(logits - m) instead of the logits. With
+// `grad_rows` [rows, >= V] and `row_scale` [rows] too (one shard, where these statistics are
+// the global ones), each row's G is written as soon as its exps are summed, while they are
+// in cache: lce_write_grad_rows' G and padding on the returned statistics, the same bits
+// (the same product of the same values) with no second exp and no second pass.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
     const at::Tensor& input_chunk, const at::Tensor& weight, const at::Tensor& columns,
     at::Tensor& logits_buffer, bool keep_exps = false,
@@ -59,12 +58,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lce_chunk_statistics(
 //                   - (j == columns[i])) * row_scale[i])
 // the FLCE kernel's memory-saving formula (SPEC §1), row by row; grad_rows' columns past V
 // (the cache's row padding) are set to 0, so oneDNN may read the cache in place.
-// `from_exps`: the buffer holds the exps lce_chunk_statistics(keep_exps) left, taken
-// against a maximum equal to global_max (which is then not read): the same bits.
 void lce_write_grad_rows(const at::Tensor& logits_buffer, const at::Tensor& global_max,
                          const at::Tensor& global_sum, const at::Tensor& columns,
-                         const at::Tensor& row_scale, at::Tensor& grad_rows,
-                         bool from_exps = false);
+                         const at::Tensor& row_scale, at::Tensor& grad_rows);
 
 // (input_grad [BT, H], weight_grad [V, H]) in input's dtype from the cached G [BT, >= V]
 // (its first V columns), scaled per row by `row_scale` [BT] float32 when given. A
