@@ -10,8 +10,8 @@ products and engines alternate in rounds, and every timing sits between two runs
 loop, so load from other processes hits the product and its peak alike; each figure is a
 median over the rounds. First the peak loops themselves, for every instruction this CPU runs,
 each beside its `_from_l1` twin where an own kernel multiplies with it (that kernel's inner
-loop on operands in L1: the most the kernel can reach); where AMX runs, the TDPBF16PS twin's
-fraction of the register-only loop, the ceiling of any AMX GEMM here.
+loop on operands in L1), and each twin's fraction of its register-only loop: the ceiling of
+that kernel's GEMMs here (on AMX, of any GEMM).
 
 Rows (CPU, thread count, load, engine, instruction, product, size, TFLOP/s, peak, fraction)
 are appended to scripts/results/gemm_peak.csv.
@@ -57,13 +57,14 @@ def peak_table(rounds: int) -> str:
         runs = [peak_tflops(instruction) for _ in range(rounds)]
         medians[instruction] = statistics.median(runs)
         rows.append((instruction, f"{medians[instruction]:.3f}", f"{min(runs):.3f}-{max(runs):.3f}"))
-    table = text_table(("instruction", "TFLOP/s (median)", "range"), rows)
-    if "tdpbf16ps_from_l1" in medians:
-        # every K tile of a GEMM brings fresh operand tiles, so no AMX GEMM passes this ratio
-        table += (f"\ntdpbf16ps_from_l1 / tdpbf16ps = "
-                  f"{medians['tdpbf16ps_from_l1'] / medians['tdpbf16ps']:.2f}: the highest fraction "
-                  "an AMX GEMM can reach on this CPU (its operand tiles loaded from L1)")
-    return table
+    lines = [text_table(("instruction", "TFLOP/s (median)", "range"), rows)]
+    # a GEMM loads its operands, so no GEMM of a kernel passes its twin's ratio
+    for twin, median in medians.items():
+        if twin.endswith("_from_l1"):
+            loop = twin.removesuffix("_from_l1")
+            lines.append(f"{twin} / {loop} = {median / medians[loop]:.2f}: the highest fraction "
+                         "that kernel's GEMMs can reach on this CPU (their operands loaded from L1)")
+    return "\n".join(lines)
 
 
 def busy_processes(count: int) -> list[subprocess.Popen]:

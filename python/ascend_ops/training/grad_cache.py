@@ -125,10 +125,10 @@ def forward(x, weight, columns, owned, row_scale, chunk_rows, combine=None):
             statistics.append((*local, owned[rows]))
         else:
             local = native.lce_chunk_statistics(x[rows], weight, columns[rows], logits)
-            global_stats = combine(*local, owned[rows])
-            native.lce_write_grad_rows(logits, global_stats[0], global_stats[1], columns[rows],
+            global_max, global_sum, global_predicted, owners = combine(*local, owned[rows])
+            native.lce_write_grad_rows(logits, global_max, global_sum, columns[rows],
                                        row_scale[rows], grad_cache[rows])
-            statistics.append(global_stats)
+            statistics.append((global_max, global_sum, global_predicted, owners))
     return (grad_cache, *(torch.cat(parts) for parts in zip(*statistics)))
 
 

@@ -2,7 +2,7 @@
 //
 // Why kept: glibc maps a block above its mmap threshold (32 MiB at most by default) afresh
 // and unmaps it when freed, so a buffer allocated per step takes a page fault per 4 KiB page
-// on every step. At (2048, 2048, 16384) the step's gradient cache (BT x V bf16, 58 MiB for
+// on every step. At (2048, 2048, 16384) the step's gradient cache (BT x V bf16, 55 MiB for
 // the 1755 rows kept), its fp32 logits chunk (36 MiB) and the weight gradient it returns
 // (V x H bf16, 64 MiB) cost 60-74 of its 343 ms that way on an Intel Xeon with AMX
 // (docs/cpu_kernels.md, "Kept step buffers").

@@ -24,22 +24,10 @@ constexpr double kTdpbf16psFlops = 4 * 16 * 16 * 32 * 2.0;
 constexpr double kVdpbf16psFromL1Flops = 24 * 64.0;
 constexpr double kFmaYmmFromL1Flops = 12 * 16.0;
 
-using LoopFunction = float (*)(int64_t);
-
-LoopFunction loop_of(const std::string& instruction) {
-#if ASCEND_OPS_X86_KERNELS
+PeakLoop::Run loop_of(const std::string& instruction) {
   for (const PeakLoop& loop : available_peak_loops()) {
-    if (loop.instruction == instruction) {
-      if (instruction == "vdpbf16ps_zmm") return vdpbf16ps_zmm_loop;
-      if (instruction == "vdpbf16ps_zmm_from_l1") return vdpbf16ps_zmm_from_l1_loop;
-      if (instruction == "vfmadd231ps_zmm") return vfmadd231ps_zmm_loop;
-      if (instruction == "vfmadd231ps_ymm") return vfmadd231ps_ymm_loop;
-      if (instruction == "vfmadd231ps_ymm_from_l1") return vfmadd231ps_ymm_from_l1_loop;
-      if (instruction == "tdpbf16ps") return tdpbf16ps_loop;
-      if (instruction == "tdpbf16ps_from_l1") return tdpbf16ps_from_l1_loop;
-    }
+    if (loop.instruction == instruction) return loop.run;
   }
-#endif
   std::string names;
   for (const PeakLoop& loop : available_peak_loops()) {
     names += (names.empty() ? "" : ", ") + loop.instruction;
@@ -54,26 +42,26 @@ std::vector<PeakLoop> available_peak_loops() {
   std::vector<PeakLoop> loops;
 #if ASCEND_OPS_X86_KERNELS  // the loops' files are x86 builds (peak_loops.h)
   if (avx512_kernels_supported()) {
-    loops.push_back({"vdpbf16ps_zmm", kVdpbf16psFlops});
-    loops.push_back({"vdpbf16ps_zmm_from_l1", kVdpbf16psFromL1Flops});
+    loops.push_back({"vdpbf16ps_zmm", kVdpbf16psFlops, vdpbf16ps_zmm_loop});
+    loops.push_back({"vdpbf16ps_zmm_from_l1", kVdpbf16psFromL1Flops, vdpbf16ps_zmm_from_l1_loop});
   }
   if (amx_tiles_granted()) {
-    loops.push_back({"tdpbf16ps", kTdpbf16psFlops});
-    loops.push_back({"tdpbf16ps_from_l1", kTdpbf16psFlops});
+    loops.push_back({"tdpbf16ps", kTdpbf16psFlops, tdpbf16ps_loop});
+    loops.push_back({"tdpbf16ps_from_l1", kTdpbf16psFlops, tdpbf16ps_from_l1_loop});
   }
   if (avx512_core_supported()) {
-    loops.push_back({"vfmadd231ps_zmm", kFmaZmmFlops});
+    loops.push_back({"vfmadd231ps_zmm", kFmaZmmFlops, vfmadd231ps_zmm_loop});
   }
   if (avx2_kernels_supported()) {
-    loops.push_back({"vfmadd231ps_ymm", kFmaYmmFlops});
-    loops.push_back({"vfmadd231ps_ymm_from_l1", kFmaYmmFromL1Flops});
+    loops.push_back({"vfmadd231ps_ymm", kFmaYmmFlops, vfmadd231ps_ymm_loop});
+    loops.push_back({"vfmadd231ps_ymm_from_l1", kFmaYmmFromL1Flops, vfmadd231ps_ymm_from_l1_loop});
   }
 #endif
   return loops;
 }
 
 double time_peak_loop(const std::string& instruction, int64_t iterations) {
-  const LoopFunction loop = loop_of(instruction);
+  const PeakLoop::Run loop = loop_of(instruction);
   TORCH_CHECK_VALUE(iterations >= 0, "peak loop: 'iterations' must be >= 0, got ", iterations);
   // One loop per thread, all at once: at::parallel_for hands each of its threads one index
   // of a range as long as the thread count.

@@ -20,12 +20,15 @@
 namespace ascend_ops {
 namespace cpu {
 
-// One loop: the instruction it repeats, and the floating-point operations per iteration.
+// One loop: the instruction it repeats, the floating-point operations per iteration, and
+// the function that runs it (one of those below).
 struct PeakLoop {
+  using Run = float (*)(int64_t iterations);
   // "vdpbf16ps_zmm", "tdpbf16ps", "vfmadd231ps_zmm", "vfmadd231ps_ymm", and the `_from_l1`
   // loops of the first, second and fourth
   std::string instruction;
   double flops_per_iteration;
+  Run run;
 };
 
 // The loops this CPU can run, each with its `_from_l1` twin where it has one:
