@@ -30,7 +30,7 @@ the timings come from one more process that runs the providers interleaved:
 The timing process also runs `gemms`: the step's three GEMMs alone, as the CPU kernels run
 them on the engines in force (scripts/gemm_peak.py: the logits with their row statistics,
 grad_input, grad_weight) on the kept rows (ascend_ops runs its GEMMs on the rows not ignored
-only: training/kept_rows.py; `ascend_ops-every-row`, on request, runs every row as the torch
+only: training/lce/kept_rows.py; `ascend_ops-every-row`, on request, runs every row as the torch
 providers do), interleaved with the providers, so `ascend_ops / gemms` is the step's
 cost over its GEMMs'; then each GEMM against the register-only peak of its instruction
 (VDPBF16PS, TDPBF16PS or VFMADD231PS), interleaved with it: the table's peak-fraction lines.
@@ -122,8 +122,8 @@ def plain_formula(softcap=None, lse_square_scale=0.0, label_smoothing=0.0, ce_we
 
 def every_row(fn):
     """`fn` with the ignored rows run as the kept ones (ascend_ops-every-row): no gathering of
-    the kept rows (training/kept_rows.py), so the ratio to ascend_ops is what skipping saves."""
-    from ascend_ops.training import kept_rows
+    the kept rows (training/lce/kept_rows.py), so the ratio to ascend_ops is what skipping saves."""
+    from ascend_ops.training.lce import kept_rows
 
     def run(x, w, t):
         saved, kept_rows.MIN_IGNORED_VOCAB_PER_ROW = kept_rows.MIN_IGNORED_VOCAB_PER_ROW, 2**62

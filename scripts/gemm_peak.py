@@ -3,7 +3,7 @@ of the instruction each engine multiplies with, measured in alternation (shared 
 scripts/benchmark_gemm_peak.py and scripts/benchmark_linear_cross_entropy.py).
 
 The products, at (BT, H, V), bfloat16, as linear_cross_entropy's logits-gradient cache
-runs them (python/ascend_ops/training/grad_cache.py, lce_grad_cache.cpp):
+runs them (python/ascend_ops/training/lce/grad_cache.py, lce_grad_cache.cpp):
 
     logits       x_c @ W.T into fp32, row chunk by row chunk, with each row's maximum and
                  sum of exp (the forward's epilogue)           lce_chunk_statistics
@@ -26,7 +26,7 @@ import torch
 
 from ascend_ops import _C
 from ascend_ops.cpu_info import cpu_info
-from ascend_ops.training import grad_cache
+from ascend_ops.training.lce import grad_cache
 
 PRODUCTS = ("logits", "grad_input", "grad_weight")
 KIND_VARIABLES = ("ASCEND_OPS_CPU_GEMM_FP32_OUT", "ASCEND_OPS_CPU_GEMM_ROUNDED")

@@ -21,8 +21,8 @@ import torch.distributed as dist
 
 import ascend_ops
 import bn_accuracy
-from ascend_ops.training import grad_cache as _grad_cache
-from ascend_ops.training import kept_rows as _kept_rows
+from ascend_ops.training.lce import grad_cache as _grad_cache
+from ascend_ops.training.lce import kept_rows as _kept_rows
 
 H = 24
 
@@ -48,7 +48,7 @@ def lce_problem(world: int) -> dict:
 
 
 # (mode, reduction, rows): "kept-rows" gathers the rows not ignored whatever their count
-# (training/kept_rows.py; at this size the threshold would run every row, "all-rows")
+# (training/lce/kept_rows.py; at this size the threshold would run every row, "all-rows")
 LCE_RUNS = [(mode, reduction, rows) for mode in ("memory-saving", "high-performance")
             for reduction in ("mean", "sum", "none") for rows in ("all-rows", "kept-rows")]
 
@@ -105,7 +105,7 @@ def run_lce(rank: int, world: int) -> dict:
                                                    process_group=dist.group.WORLD, mode=mode)
         finally:
             _kept_rows.MIN_IGNORED_VOCAB_PER_ROW = saved
-        gathered = loss.grad_fn.kept is not None
+        gathered = loss.grad_fn.saved.kept is not None
         loss.backward(p["grad_none"] if reduction == "none" else None)
         results[(mode, reduction, rows)] = (loss.detach(), x.grad, w.grad, gathered)
     start = sum(p["uneven_sizes"][:rank])
@@ -131,7 +131,7 @@ def run_lce(rank: int, world: int) -> dict:
             w = p["uneven_weight"][start:start + p["uneven_sizes"][rank]].clone().requires_grad_()
             loss = ascend_ops.linear_cross_entropy(x, w, p["uneven_target"], vocab_start_index=start,
                                                    process_group=dist.group.WORLD)
-            results["uneven_paths"][name] = loss.grad_fn.grad_cached
+            results["uneven_paths"][name] = loss.grad_fn.saved.grad_cached
             loss.backward()
             results["uneven_" + name] = (loss.detach(), x.grad, w.grad)
         finally:

@@ -13,13 +13,12 @@ import gc
 import os
 import pathlib
 import sys
-import types
 
 import torch
 import torch.distributed as dist
 
 import ascend_ops
-from ascend_ops.training import lce_options, options_cpu, routes
+from ascend_ops.training.lce import route_cpu_options, routes
 
 from lce_options_oracle import STRONG, problem
 
@@ -68,15 +67,13 @@ def run_one(rank, world, name, reduction, dtype, route):
             return_z_loss=True, return_lse=True, return_token_accuracy=True,
             process_group=dist.group.WORLD, **kwargs)
         loss, z_loss, lse, accuracy = out
-    else:
-        options = lce_options.check_loss_options(
-            kwargs.get("label_smoothing", 0.0), 1.0, None, 0.0, True, True,
-            route == routes.NPU_COMPOSITION_OPERATORS)
-        chosen = routes.choose(types.SimpleNamespace(type="npu"), dtype, options, False, cwr is not None)
-        assert chosen.name == route, (chosen, route)
-        loss, z_loss, lse, accuracy = routes.run(
-            chosen, xr, wr, None, t, cwr, options, -100, reduction, dist.group.WORLD,
-            rank * V_SHARD, "memory-saving", True, t.shape)
+    else:  # an NPU route's device-agnostic code, forced on CPU tensors
+        out = ascend_ops.linear_cross_entropy(
+            xr, wr, t, ce_weight=cwr, reduction=reduction,
+            label_smoothing=kwargs.get("label_smoothing", 0.0), return_z_loss=True,
+            return_lse=True, return_token_accuracy=route == routes.NPU_COMPOSITION_OPERATORS,
+            process_group=dist.group.WORLD, vocab_start_index=rank * V_SHARD, impl=route)
+        loss, z_loss, lse, accuracy = out
     loss.backward(grad if reduction == "none" else None)
     return dict(loss=loss.detach(), z_loss=z_loss, lse=lse, token_accuracy=accuracy,
                 input=xr.grad, weight=wr.grad, linear_bias=None if br is None else br.grad)
@@ -91,9 +88,9 @@ def main(rank: int, world: int, port: int, out: pathlib.Path) -> None:
         for run in RUNS:
             if run[3] == "cpu-recompute":  # no logits-gradient cache, vocabulary chunks
                 os.environ["ASCEND_OPS_LCE_GRAD_CACHE_MIB"] = "0"
-                options_cpu.BACKWARD_CHUNK_COLUMNS = 8
+                route_cpu_options.BACKWARD_CHUNK_COLUMNS = 8
             results[run] = run_one(rank, world, *run)
-            options_cpu.BACKWARD_CHUNK_COLUMNS = None
+            route_cpu_options.BACKWARD_CHUNK_COLUMNS = None
             os.environ.pop("ASCEND_OPS_LCE_GRAD_CACHE_MIB", None)
         torch.save(results, out / f"rank{rank}.pt")
     finally:

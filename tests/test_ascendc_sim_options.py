@@ -276,10 +276,8 @@ ROUTE_SETS = [("softcap", "lse_square_scale"), ("linear_bias", "logit_scale"), (
 @pytest.mark.parametrize("names", ROUTE_SETS, ids="+".join)
 def test_the_custom_route_runs_this_kernel_and_matches_float64_autograd(names, reduction, dtype,
                                                                          package_with_the_options):
-    import types
-
+    import ascend_ops
     from ascend_ops import testing
-    from ascend_ops.training import lce_options, routes
 
     from lce_options_oracle import STRONG, oracle
     from lce_options_oracle import problem as loss_problem
@@ -287,15 +285,11 @@ def test_the_custom_route_runs_this_kernel_and_matches_float64_autograd(names, r
     x, w, t, b, cw = loss_problem(bt=131, h=40, v=611, dtype=dtype, bias="linear_bias" in names,
                                   ce_weight="ce_weight" in names)
     values = {n: STRONG[n] for n in names if n not in ("linear_bias", "ce_weight")}
-    options = lce_options.check_loss_options(**{**dict(label_smoothing=0.0, logit_scale=1.0, softcap=None,
-                                                       lse_square_scale=0.0, return_z_loss=False, return_lse=False,
-                                                       return_token_accuracy=False), **values})
-    route = routes.choose(types.SimpleNamespace(type="npu"), x.dtype, options, b is not None, cw is not None)
-    assert route.backward == "npu_custom"
     grad = torch.rand(t.shape) + 0.5 if reduction == "none" else None
     xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
     br = b.clone().requires_grad_() if b is not None else None
-    loss, *_ = routes.run(route, xr, wr, br, t, cw, options, -100, reduction, None, 0, "memory-saving", True, t.shape)
+    loss = ascend_ops.linear_cross_entropy(xr, wr, t, linear_bias=br, ce_weight=cw, reduction=reduction,
+                                           impl="npu-composition+custom", **values)
     loss.backward(grad)
     want, want_grads = oracle(x, w, t, linear_bias=b, ce_weight=cw, reduction=reduction, grad=grad, **values)
     torch.testing.assert_close(loss.double(), want["loss"], rtol=1e-5, atol=1e-5)

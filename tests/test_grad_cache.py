@@ -1,4 +1,4 @@
-"""linear_cross_entropy's logits-gradient cache (python/ascend_ops/training/grad_cache.py,
+"""linear_cross_entropy's logits-gradient cache (python/ascend_ops/training/lce/grad_cache.py,
 op_plugin/csrc/cpu/cross_entropy/lce_grad_cache.cpp): when it is taken, that it gives SPEC §1's gradients
 (bit for bit against fused_linear_cross_entropy_loss_grad on the own GEMM), and against
 float64 autograd of plain torch on every engine that runs it. Multi-rank runs are in
@@ -9,8 +9,8 @@ import torch
 
 import ascend_ops
 from ascend_ops import _C, testing
-from ascend_ops.training import grad_cache as _grad_cache
-from ascend_ops.training.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
+from ascend_ops.training.lce import grad_cache as _grad_cache
+from ascend_ops.training.lce import HIGH_PERFORMANCE, MEMORY_SAVING
 from test_linear_cross_entropy import problem as lce_problem, truth
 
 CACHE_ENGINES = list(_C.cpu_gemm_engines())
@@ -34,7 +34,7 @@ def run(input, weight, target, grad=None, **options):
     x = input.clone().requires_grad_()
     w = weight.clone().requires_grad_()
     loss = ascend_ops.linear_cross_entropy(x, w, target, **options)
-    cached = loss.grad_fn.grad_cached
+    cached = loss.grad_fn.saved.grad_cached
     loss.backward(grad)
     return loss.detach(), x.grad, w.grad, cached
 
@@ -194,13 +194,13 @@ def test_memory_saving_keeps_the_bf16_gradient_within_the_budget(cache_engine, m
     input, weight, target = problem(bt=64, v=500)
     x = input.clone().requires_grad_()
     loss = ascend_ops.linear_cross_entropy(x, weight.clone().requires_grad_(), target)
-    assert loss.grad_fn.grad_cached and loss.grad_fn.softmax is None
+    assert loss.grad_fn.saved.grad_cached and loss.grad_fn.once_softmax is None
     big = [t for t in loss.grad_fn.saved_tensors if t.numel() > weight.numel()]
     assert [(t.dtype, t.shape[0], t.shape[1] >= 500) for t in big] == [(torch.bfloat16, 64, True)]
     # over the budget: row statistics only, as on the NPU
     monkeypatch.setenv(_grad_cache.GRAD_CACHE_ENV, "0")
     loss = ascend_ops.linear_cross_entropy(x, weight.clone().requires_grad_(), target)
-    assert not loss.grad_fn.grad_cached
+    assert not loss.grad_fn.saved.grad_cached
     assert max(t.numel() for t in loss.grad_fn.saved_tensors) == weight.numel()
 
 

@@ -288,7 +288,7 @@ def test_a_float32_head_off_cpu_is_refused_not_rounded():
 def test_the_float32_loss_is_float32_cross_entropy():
     """linear_cross_entropy_float32 against F.cross_entropy of float32 logits, with
     ignored rows, every reduction, both gradients; odd sizes and several row chunks."""
-    from ascend_ops.training import float32 as _lce_float32
+    from ascend_ops.training.lce import float32 as _lce_float32
 
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(37, 24, generator=gen, requires_grad=True)

@@ -1,4 +1,4 @@
-"""linear_cross_entropy on CPU gathers the rows not ignored (training/kept_rows.py): the
+"""linear_cross_entropy on CPU gathers the rows not ignored (training/lce/kept_rows.py): the
 decision (threshold, accelerators, process groups), and the results against float64
 autograd of plain torch with the gathering forced (the multi-rank runs: test_distributed.py)."""
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import ascend_ops
-from ascend_ops.training import kept_rows
-from ascend_ops.training.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
+from ascend_ops.training.lce import kept_rows
+from ascend_ops.training.lce import HIGH_PERFORMANCE, MEMORY_SAVING
 from test_linear_cross_entropy import assert_grad_close, problem, run, truth
 
 
@@ -117,7 +117,7 @@ def test_gathered_rows_agree_with_running_every_row(monkeypatch):
     x = input.clone().requires_grad_()
     w = weight.clone().requires_grad_()
     every = ascend_ops.linear_cross_entropy(x, w, target)
-    assert every.grad_fn.kept is None
+    assert every.grad_fn.saved.kept is None
     every.backward()
     gathered = run_gathered(input, weight, target, None, monkeypatch)
     torch.testing.assert_close(gathered[0], every.detach(), rtol=1e-6, atol=1e-6)
@@ -130,7 +130,7 @@ def test_a_frozen_head_or_input_still_gets_its_gradient(monkeypatch):
     monkeypatch.setattr(kept_rows, "MIN_IGNORED_VOCAB_PER_ROW", 0)
     x = input.clone().requires_grad_()
     loss = ascend_ops.linear_cross_entropy(x, weight, target)
-    assert loss.grad_fn.kept is not None
+    assert loss.grad_fn.saved.kept is not None
     loss.backward()
     expected = truth(input, weight, target, "mean")
     assert_grad_close(x.grad, expected[1], "input grad")

@@ -1,5 +1,5 @@
 """The blocks linear_cross_entropy's CPU step keeps from one step to the next
-(op_plugin/csrc/cpu/gemm/kept_scratch.{h,cpp}, python/ascend_ops/training/grad_cache.py): a
+(op_plugin/csrc/cpu/gemm/kept_scratch.{h,cpp}, python/ascend_ops/training/lce/grad_cache.py): a
 block is handed out again once its tensor is gone, never while it lives, never above what
 the caller allows to be kept, poisoned each time under ASCEND_OPS_CPU_POISON_SCRATCH=1, and
 freed on request; the logits chunk's block serves the weight gradient; a step's gradients
@@ -12,7 +12,7 @@ import torch
 
 import ascend_ops
 from ascend_ops import _C
-from ascend_ops.training import grad_cache as _grad_cache
+from ascend_ops.training.lce import grad_cache as _grad_cache
 from test_grad_cache import problem, run
 
 MIB = 1 << 20
@@ -142,7 +142,7 @@ def test_two_forwards_before_one_backward_give_each_its_own_gradient():
     xa, xb = a_in.clone().requires_grad_(), b_in.clone().requires_grad_()
     loss_a = ascend_ops.linear_cross_entropy(xa, w, a_target)
     loss_b = ascend_ops.linear_cross_entropy(xb, w, b_target)
-    assert loss_a.grad_fn.grad_cached and loss_b.grad_fn.grad_cached
+    assert loss_a.grad_fn.saved.grad_cached and loss_b.grad_fn.saved.grad_cached
     (loss_a + loss_b).backward()
     alone_a, alone_b = run(a_in, weight, a_target), run(b_in, weight, b_target)
     assert torch.equal(xa.grad, alone_a[1]) and torch.equal(xb.grad, alone_b[1])

@@ -11,7 +11,7 @@ import torch
 
 import ascend_ops
 from ascend_ops import testing
-from ascend_ops.training import options_cpu
+from ascend_ops.training.lce import route_cpu_options as options_cpu
 
 from lce_options_oracle import STRONG, oracle, problem, torch_semantics
 
@@ -171,7 +171,7 @@ def test_ignore_index_may_be_a_vocabulary_id(ignore_index):
 
 
 def test_high_performance_mode_and_several_row_chunks(monkeypatch):
-    from ascend_ops.training import grad_cache
+    from ascend_ops.training.lce import grad_cache
 
     names = tuple(STRONG)
     x, w, t, b, cw = make(names, torch.bfloat16, bt=61)

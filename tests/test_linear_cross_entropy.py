@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 import ascend_ops
 from ascend_ops import testing
-from ascend_ops.training.vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
+from ascend_ops.training.lce import HIGH_PERFORMANCE, MEMORY_SAVING
 
 
 def problem(lead=(4, 9), h=19, v=53, dtype=torch.bfloat16, seed=0, ignore_index=-100):
@@ -117,7 +117,35 @@ def test_memory_saving_keeps_no_logits_for_the_backward(monkeypatch):
     loss = ascend_ops.linear_cross_entropy(x, weight.clone().requires_grad_(), target)
     saved = [t.numel() for t in loss.grad_fn.saved_tensors]
     assert max(saved) == weight.numel()  # the weight itself; nothing of size BT x V
-    assert loss.grad_fn.softmax is None
+    assert loss.grad_fn.once_softmax is None
+
+
+@pytest.mark.parametrize("mode", [MEMORY_SAVING, HIGH_PERFORMANCE])
+@pytest.mark.parametrize("cache_mib", ["0", "128"])
+def test_a_second_backward_with_retain_graph_gives_the_same_gradients(mode, cache_mib, monkeypatch):
+    """High-performance mode hands its softmax to the first backward as scratch: a second
+    backward (retain_graph) recomputes from the statistics and must agree."""
+    monkeypatch.setenv("ASCEND_OPS_LCE_GRAD_CACHE_MIB", cache_mib)
+    input, weight, target = problem()
+    x = input.clone().requires_grad_()
+    loss = ascend_ops.linear_cross_entropy(x, weight, target, mode=mode)
+    loss.backward(retain_graph=True)
+    first = x.grad.clone()
+    loss.backward()
+    assert_grad_close(x.grad, 2 * first.double(), "the two backwards' sum")
+
+
+def test_a_weight_changed_in_place_before_the_backward_is_refused():
+    """The forward's tensors are saved tensors: an optimizer step between the forward and
+    the backward is autograd's error, not a gradient of the wrong weight."""
+    input, weight, target = problem()
+    w = weight.clone().requires_grad_()
+    for options in (dict(), dict(softcap=2.0)):
+        loss = ascend_ops.linear_cross_entropy(input.clone().requires_grad_(), w, target, **options)
+        with torch.no_grad():
+            w.mul_(0.5)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            loss.backward()
 
 
 @pytest.mark.parametrize("change, message", [
@@ -160,7 +188,7 @@ def test_float32_runs_on_the_options_kernels():
 
 def test_two_all_reduces_per_forward(monkeypatch):
     # One max, then one sum of the stacked rescaled statistics (world size 1 stand-in).
-    from ascend_ops.training import vocab_parallel as module
+    from ascend_ops.training.lce import statistics as module
 
     calls = []
     monkeypatch.setattr(module.dist, "all_reduce",
@@ -174,7 +202,7 @@ def test_owner_check_reads_no_accelerator_tensor_on_the_host(monkeypatch):
     """On a device other than CPU the check must not read `bad` on the host (it would stall
     the stream): with no device-side assert registered it is skipped, unless the debug
     switch asks for it. A meta tensor stands in for such a device (it has no values)."""
-    from ascend_ops.training.vocab_parallel import check_one_owner
+    from ascend_ops.training.lce.statistics import check_one_owner
 
     bad = torch.ones(4, dtype=torch.bool, device="meta")
     rows = owners = torch.zeros(4, device="meta")
@@ -195,7 +223,7 @@ def test_every_collective_gets_tensors_on_the_inputs_device(mode, monkeypatch):
     must get tensors on the device of the inputs. Meta tensors stand in for an NPU: the
     operators run their fake kernels, and the collectives are recorded instead of run."""
     from ascend_ops import ops
-    from ascend_ops.training import vocab_parallel
+    from ascend_ops.training.lce import statistics
 
     seen = []
 
@@ -206,7 +234,7 @@ def test_every_collective_gets_tensors_on_the_inputs_device(mode, monkeypatch):
             seen.extend((name, t.device.type) for t in tensors)
         return collective
 
-    dist = vocab_parallel.dist
+    dist = statistics.dist  # torch.distributed, as every module of the wing sees it
     for name in ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all"):
         monkeypatch.setattr(dist, name, record(name))
     monkeypatch.setattr(dist, "is_initialized", lambda: True)

@@ -387,7 +387,7 @@ def test_sync_batch_norm_on_one_npu_in_every_dtype(dtype):
     """The layer and its input in `dtype` (model.half(), model.bfloat16()): each step's
     tensors reach CANN's ops in dtypes they admit (docs/npu.md, SyncBatchNorm on NPU), and
     forward and backward agree with the CPU kernels as the first-run check compares."""
-    from ascend_ops.npu import acceptance as npu_acceptance
+    from ascend_ops import acceptance as npu_acceptance
 
     gen = torch.Generator().manual_seed(3)
     x_host = torch.randn(6, 5, 4, 3, generator=gen).to(dtype)

@@ -1,11 +1,11 @@
-"""The first-run acceptance check (ascend_ops/npu/acceptance.py, `python -m ascend_ops` on
+"""The first-run acceptance check (ascend_ops/acceptance.py, `python -m ascend_ops` on
 an NPU): which paths it covers, and its row logic with injected results. Without an NPU
 the rows run here with impl="reference" standing in for the NPU side, on small shapes."""
 
 import dataclasses
 
 
-from ascend_ops.npu import acceptance as npu_acceptance
+from ascend_ops import acceptance as npu_acceptance
 from ascend_ops.npu import limits as npu_limits
 
 

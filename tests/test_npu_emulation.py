@@ -33,7 +33,7 @@ import pytest
 import torch
 
 import ascend_ops
-from ascend_ops.npu import acceptance as npu_acceptance
+from ascend_ops import acceptance as npu_acceptance
 from conftest import skip_without_cann_tiling
 from npu_emulation import SITE, TESTS
 from rank_processes import cpu_rank_environment, run_ranks

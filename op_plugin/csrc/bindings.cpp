@@ -292,7 +292,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("row_scale"), py::arg("input"), py::arg("weight"), py::arg("want_input_grad"),
         py::arg("want_weight_grad"), py::arg("keep_weight_grad_at_most") = 0);
   // linear_cross_entropy's loss options (cpu/cross_entropy/lce_options.h, SPEC §7); internal
-  // to python/ascend_ops/training/lce_options.py, which checks the arguments.
+  // to python/ascend_ops/training/lce/route_cpu_options.py (its arguments checked by lce/checks.py).
   m.def("lce_options_chunk_statistics", &ascend_ops::cpu::lce_options_chunk_statistics,
         py::arg("input_chunk"), py::arg("weight"), py::arg("columns"), py::arg("logits_buffer"),
         py::arg("bias"), py::arg("scale"), py::arg("softcap"), py::arg("class_weight"),

@@ -22,9 +22,9 @@ from .npu.compat import (
     npu_fused_linear_cross_entropy_loss_with_max_sum_backward,
     npu_fused_linear_online_max_sum,
 )
-from .training.vocab_parallel import LinearCrossEntropyOutput, linear_cross_entropy
+from .training.lce import LinearCrossEntropyOutput, linear_cross_entropy
 from .training import distributed, nn  # noqa: E402  (need the ops above)
-from .training import torch_linear_cross_entropy  # noqa: E402
+from .training.lce import torch_linear_cross_entropy  # noqa: E402
 
 # The training room's public modules keep their public paths (`from ascend_ops.nn import
 # SyncBatchNorm`): the same module objects under both names, never a second copy.

@@ -1,7 +1,7 @@
 """`python -m ascend_ops`: the CPU and the GEMM engines its kernels chose (one per kind of
 product, with every engine's measured speed), which implementations run here, and a
 parity table of each against the float64 reference; with an NPU, the first-run
-acceptance check (npu/acceptance.py). Exits non-zero if any row fails SPEC §4's
+acceptance check (acceptance.py). Exits non-zero if any row fails SPEC §4's
 tolerances, an acceptance row says "don't train yet", or no implementation can run.
 
     python -m ascend_ops                       # everything available here
@@ -21,7 +21,7 @@ import torch
 from . import __version__
 from ._impls import IMPLS, NPU_IMPLS, OP_IMPLS, available_impls
 from .cpu_info import cpu_info, describe_gemm_engine_cache, gemm_engine_report
-from .npu import acceptance
+from . import acceptance
 from .parity import ParityRow, format_table, parity_rows
 
 

@@ -1,6 +1,6 @@
-"""Whether our Ascend C op package can take linear_cross_entropy's loss options (SPEC §7)
-in the backward of the "npu-composition+custom" route (training/routes.py), and that
-backward.
+"""Whether our Ascend C op package can take linear_cross_entropy's loss options (SPEC §7),
+and the call that passes them to it (the "npu-composition+custom" route's backward,
+training/lce/route_npu_custom.py, says which option needs which input or attribute).
 
 The options' backward needs, beside SPEC §1's tensors, what the CPU kernels' option stage
 takes (op_plugin/csrc/cpu/cross_entropy/logit_options.h): per-row coefficients `alpha`,
@@ -20,12 +20,10 @@ from __future__ import annotations
 import json
 import pathlib
 
-import torch
-
 from . import adapter as _adapter
 
-__all__ = ["OP_TYPE", "ADAPTER_ENTRY", "declared_names", "missing_reason", "require",
-           "custom_backward"]
+__all__ = ["OP_TYPE", "ADAPTER_ENTRY", "declared_names", "missing_reason",
+           "unavailable_reason", "options_grads"]
 
 OP_TYPE = "AscendOpsFusedLinearCrossEntropyLossGrad"
 #: The adapter function that passes the options (op_plugin/csrc/npu/…LossGradKernelNpuOpApi.cpp).
@@ -75,12 +73,11 @@ def missing_reason(needs: dict[str, tuple[str, ...]], vendor: pathlib.Path | Non
     return None
 
 
-def require(needs: tuple[str, ...], device: torch.device) -> None:
-    """Raise NotImplementedError naming the first option of `needs` that the npu_custom
-    backward cannot take here (training/routes.CUSTOM_OP_NEEDS says what each needs)."""
-    from ..training.routes import CUSTOM_OP_NEEDS
-
-    wanted = {name: CUSTOM_OP_NEEDS[name] for name in needs}
+def unavailable_reason(needs: dict[str, tuple[str, ...]]) -> str | None:
+    """Why the installed op package and adapter cannot take the options `needs` ({option:
+    the package names it needs}) here, naming the first; None when they can."""
+    if not needs:
+        return None
     package_reason = _adapter.op_unavailable_reason("npu_custom",
                                                     "fused_linear_cross_entropy_loss_grad")
     vendor = None
@@ -88,73 +85,18 @@ def require(needs: tuple[str, ...], device: torch.device) -> None:
     if package_reason is None:
         vendor = _adapter.find_custom_package(*_adapter.package_search_environment())
         module = _adapter.adapter()
-    reason = missing_reason(wanted, vendor, package_reason, module)
-    if reason is not None:
-        raise NotImplementedError(
-            f"linear_cross_entropy: on {device.type} tensors the options "
-            f"{', '.join(needs)} need our Ascend C op (npu_custom) in the backward, as CANN's "
-            f"aclnnFusedLinearCrossEntropyLossGrad cannot express them (docs/npu.md, 'Loss "
-            f"options on the NPU'): {reason}. They run on CPU tensors.")
+    return missing_reason(needs, vendor, package_reason, module)
 
 
-def custom_backward(ctx, x, weight, target_mask, masked_target, alpha, beta, gamma):
-    """(input_grad, weight_grad, bias_grad) of the npu_custom backward: our op in
-    memory-saving mode with the options (ADAPTER_ENTRY), and the bias gradient, when it is
-    wanted, from a chunked pass on the device (bias_gradient)."""
-    adapter_module = _adapter.adapter()
-    entry = getattr(adapter_module, ADAPTER_ENTRY, None)
+def options_grads(x, weight, target_mask, masked_target, logits_max, sum_exp_logits, alpha,
+                  beta, gamma, bias, class_weight, logit_scale: float, softcap: float):
+    """(input_grad, weight_grad) of our op in memory-saving mode with the options: SPEC §7's
+    G = (alpha·p − beta·onehot − gamma·w)·slope of each row, through the adapter's
+    ADAPTER_ENTRY (`softcap` 0 for none; `bias`, `class_weight` [V] float32 or None)."""
+    entry = getattr(_adapter.adapter(), ADAPTER_ENTRY, None)
     if entry is None:
-        raise RuntimeError(f"linear_cross_entropy: the NPU adapter has no {ADAPTER_ENTRY}")
-    options = ctx.options
-    softcap = options.softcap or 0.0
-    bias = ctx.bias.float().contiguous() if ctx.bias is not None else None
-    class_weight = ctx.class_weight.float().contiguous() if ctx.class_weight is not None else None
-    input_grad, weight_grad = entry(
-        x, weight, target_mask, masked_target, ctx.stats["max"], ctx.stats["sum"],
-        alpha.float().contiguous(), beta.float().contiguous(), gamma.float().contiguous(), bias,
-        class_weight, float(options.logit_scale), float(softcap))
-    want_x, want_w, want_b = ctx.needs_input_grad[:3]
-    bias_grad = None
-    if want_b and ctx.bias is not None:
-        bias_grad = bias_gradient(x, weight, bias, class_weight, target_mask, masked_target,
-                                  ctx.stats["max"], ctx.stats["sum"], alpha, beta, gamma,
-                                  float(options.logit_scale), float(softcap)).to(ctx.bias.dtype)
-    return (input_grad if want_x else None), (weight_grad if want_w else None), bias_grad
-
-
-#: fp32 logits of one row chunk of bias_gradient, at most.
-BIAS_CHUNK_BYTES = 48 << 20
-
-
-def bias_gradient(x, weight, bias, class_weight, target_mask, masked_target, logits_max,
-                  sum_exp_logits, alpha, beta, gamma, logit_scale, softcap):
-    """dL/dbias [V] (fp32) = the column sums of dL/draw, SPEC §7's G before its cast, by
-    row chunks of logits on the device (never [BT, V]): the kernel's vector stage in torch.
-    It costs one more x·Wᵀ; the kernel has no output for it."""
-    from ..training.options_device import fp32_logits
-
-    bt, vocab = x.size(0), weight.size(0)
-    out = torch.zeros(vocab, dtype=torch.float32, device=x.device)
-    step = max(1, min(max(bt, 1), BIAS_CHUNK_BYTES // max(1, 4 * vocab)))
-    kept = ~target_mask if target_mask.dtype == torch.bool else None
-    if kept is None:  # the bit-packed form: bit i of byte i / 8
-        bits = torch.arange(8, device=x.device)
-        kept = ~(((target_mask[:, None].long() >> bits) & 1).bool().reshape(-1)[:bt])
-    for r0 in range(0, bt, step):
-        rs = slice(r0, min(bt, r0 + step))
-        y = fp32_logits(x[rs], weight) + bias
-        y = y * logit_scale
-        t = None
-        if softcap:
-            t = torch.tanh(y / softcap)
-            y = softcap * t
-        p = torch.exp(y - logits_max[rs, None]) / sum_exp_logits[rs, None]
-        dy = alpha[rs, None].float() * p
-        rows = torch.nonzero(kept[rs]).flatten()
-        dy[rows, masked_target[rs][rows].long()] -= beta[rs][rows].float()
-        w = class_weight if class_weight is not None else 1.0
-        dy = dy - gamma[rs, None].float() * w
-        if t is not None:
-            dy = dy * (1 - t * t)
-        out += (dy * logit_scale).sum(dim=0)
-    return out
+        raise RuntimeError(f"the NPU adapter has no {ADAPTER_ENTRY}")
+    return entry(x, weight, target_mask, masked_target, logits_max, sum_exp_logits,
+                 alpha.float().contiguous(), beta.float().contiguous(),
+                 gamma.float().contiguous(), bias, class_weight, float(logit_scale),
+                 float(softcap))

@@ -1,3 +1,4 @@
-"""The training API on the operators: vocab-parallel `linear_cross_entropy` (with its checks,
-logits-gradient cache and float32 path), `distributed`, `nn` (LinearCrossEntropyLoss,
-SyncBatchNorm) and `integrations` (Hugging Face). Public under ascend_ops' own names."""
+"""The training API on the operators: `lce` (vocab-parallel `linear_cross_entropy`, its
+routes and torch's F.linear_cross_entropy on them), `distributed`, `nn`
+(LinearCrossEntropyLoss, SyncBatchNorm) and `integrations` (Hugging Face). Public under
+ascend_ops' own names."""

@@ -14,8 +14,9 @@
 // products are those of fused_linear_cross_entropy_loss_grad's memory-saving mode (SPEC §1)
 // on the same engine; only the order of the fp32 sums differs.
 //
-// Internal to the training API (python/ascend_ops/training/vocab_parallel.py), which checks the
-// arguments; bfloat16 only, on whichever engine the GEMM layer runs it (lce_cache_engine).
+// Internal to the training API (python/ascend_ops/training/lce/route_plain.py; lce/checks.py
+// checks the arguments); bfloat16 only, on whichever engine the GEMM layer runs it
+// (lce_cache_engine).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -16,8 +16,8 @@ import torch
 import torch.distributed as dist
 
 from ..distributed import all_reduce_grad
-from ..float32 import linear_cross_entropy_float32
-from ..vocab_parallel import linear_cross_entropy
+from ..lce import linear_cross_entropy
+from ..lce.float32 import linear_cross_entropy_float32
 
 _HALF = (torch.float16, torch.bfloat16)
 _NAME = "ascend_ops.integrations.transformers"

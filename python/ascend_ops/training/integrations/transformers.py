@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ..vocab_parallel import HIGH_PERFORMANCE, MEMORY_SAVING
+from ..lce import HIGH_PERFORMANCE, MEMORY_SAVING
 from ._hf_forward import PATCH_ATTR, CapturingHead, Patch, PatchedForward, labels_position
 from ._hf_heads import RULES, supported_class
 

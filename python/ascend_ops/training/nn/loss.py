@@ -6,9 +6,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..checks import check_options
-from ..lce_options import check_loss_options
-from ..vocab_parallel import _MODES, _REDUCTIONS, MEMORY_SAVING, linear_cross_entropy
+from ..lce import MEMORY_SAVING, linear_cross_entropy
+from ..lce.checks import check_loss_options, check_options
 
 __all__ = ["LinearCrossEntropyLoss"]
 
@@ -26,8 +25,8 @@ class LinearCrossEntropyLoss(nn.Module):
                  lse_square_scale: float = 0.0, return_z_loss: bool = False,
                  return_lse: bool = False, return_token_accuracy: bool = False) -> None:
         super().__init__()
-        check_options(ignore_index, reduction, process_group, vocab_start_index, mode,
-                      modes=_MODES, reductions=_REDUCTIONS)  # fail here, not at the first step
+        # fail here, not at the first step
+        check_options(ignore_index, reduction, process_group, vocab_start_index, mode)
         self.options = check_loss_options(label_smoothing, logit_scale, softcap,
                                           lse_square_scale, return_z_loss, return_lse,
                                           return_token_accuracy)

@@ -2,7 +2,7 @@
 
     loss = F.cross_entropy(input @ full_weight.T, target)      # fp32 products, fp32 loss
 
-with the vocabulary split by rows over `process_group` as vocab_parallel.py splits it. The
+with the vocabulary split by rows over `process_group` as linear_cross_entropy splits it. The
 fused kernels take float16 and bfloat16 only (so does CANN), so this path is plain torch:
 the forward computes the logits a row chunk at a time and keeps only the row statistics;
 the backward recomputes each chunk's logits and forms its gradient there. Memory is one
@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from .vocab_parallel import check_one_owner, combine_row_statistics
+from .statistics import check_one_owner, combine_row_statistics
 
 # float32 logits of one row chunk at most: 393 rows at V = 32000, 98 rows at V = 128256.
 CHUNK_LOGITS_BYTES = 48 << 20

@@ -24,8 +24,8 @@ from typing import Callable
 
 import torch
 
-from .. import testing
-from . import limits as npu_limits
+from . import testing
+from .npu import limits as npu_limits
 
 __all__ = ["AcceptanceCase", "AcceptanceRow", "AcceptanceResult", "acceptance_cases",
            "run_acceptance", "format_acceptance", "verdict", "run", "report"]
@@ -61,7 +61,7 @@ def _flce(case: testing.FlceCase) -> Callable:
         inputs = {k: _to(device, v) for k, v in testing.flce_inputs(case).items()}
         if inputs["softmax"] is not None:
             inputs["softmax"] = inputs["softmax"].clone()  # may be used as scratch
-        from .. import ops
+        from . import ops
 
         return ops.fused_linear_cross_entropy_loss_grad(**inputs, impl=impl)
     return run
@@ -73,7 +73,7 @@ def _online(bt: int, h: int, v: int, start: int, dtype=torch.bfloat16) -> Callab
         input = (torch.randn(bt, h, generator=gen) / h**0.5).to(dtype)
         weight = torch.randn(v, h, generator=gen).to(dtype)
         target = torch.randint(0, 3 * v, (bt,), generator=gen)  # int64 global ids
-        from .. import ops
+        from . import ops
 
         return ops.fused_linear_online_max_sum(input.to(device), weight.to(device),
                                                target.to(device), start, start + v, impl=impl)[:5]
@@ -83,7 +83,7 @@ def _online(bt: int, h: int, v: int, start: int, dtype=torch.bfloat16) -> Callab
 def _bn(case: testing.BnCase) -> Callable:
     def run(impl, device):
         inputs = {k: _to(device, v) for k, v in testing.bn_inputs(case).items()}
-        from .. import ops
+        from . import ops
 
         return ops.batch_norm_reduce_backward(**inputs, impl=impl)
     return run
@@ -92,7 +92,7 @@ def _bn(case: testing.BnCase) -> Callable:
 def _training_step(bt: int, h: int, v: int, mode: str) -> Callable:
     """nn.LinearCrossEntropyLoss forward and backward, one process: (loss, dx, dw)."""
     def run(impl, device):
-        from ..training.nn import LinearCrossEntropyLoss
+        from .training.nn import LinearCrossEntropyLoss
 
         gen = torch.Generator().manual_seed(v)
         x = (torch.randn(bt, h, generator=gen) / h**0.5).bfloat16().to(device).requires_grad_()
@@ -109,7 +109,7 @@ def _sync_batch_norm(offset: float, dtype: torch.dtype = torch.float32) -> Calla
     """nn.SyncBatchNorm forward and backward in one process, |mean| = offset, the layer and
     its input in `dtype` (as model.half() / model.bfloat16() leaves them)."""
     def run(impl, device):
-        from ..training.nn import SyncBatchNorm
+        from .training.nn import SyncBatchNorm
 
         gen = torch.Generator().manual_seed(5)
         x = (torch.randn(16, 8, 12, 12, generator=gen) + offset).to(dtype).to(device).requires_grad_()
@@ -236,7 +236,7 @@ def run_acceptance(device: str = "npu", cases: list[AcceptanceCase] | None = Non
     """Every row's result; `available(impl)` gives why an implementation cannot run (None
     when it can), by default the reasons of ascend_ops.available_impls()."""
     if available is None:
-        from .._impls import available_impls
+        from ._impls import available_impls
 
         status = available_impls()
         available = lambda impl: status[impl].reason if not status[impl].available else None  # noqa: E731
@@ -275,7 +275,7 @@ class AcceptanceResult:
 def run(on_row: Callable[[AcceptanceRow], None] | None = None) -> AcceptanceResult:
     """Every row when impl="npu" can run (each handed to `on_row` as it finishes), else why
     the check does not run."""
-    from .._impls import available_impls
+    from ._impls import available_impls
 
     npu = available_impls()["npu"]
     if not npu.available:
@@ -292,7 +292,7 @@ def run(on_row: Callable[[AcceptanceRow], None] | None = None) -> AcceptanceResu
 def report() -> int:
     """`python -m ascend_ops`'s acceptance section: runs the rows when impl="npu" can run,
     prints them and the verdict; returns how many rows say "don't train yet"."""
-    from .._impls import available_impls
+    from ._impls import available_impls
 
     if available_impls()["npu"].available:
         print("\nNPU first-run acceptance (each row on the NPU against the CPU kernel, "

@@ -1,5 +1,5 @@
-"""linear_cross_entropy's loss options (SPEC §7): their checks, their math on row
-statistics, and the CPU path that runs them inside the fused kernels.
+"""linear_cross_entropy's loss options (SPEC §7) as math on row statistics, shared by every
+route that takes them (the CPU kernels' route and the device routes).
 
 With the head's raw logits r = input @ W.T (W split by rows over the ranks):
 
@@ -25,138 +25,23 @@ is alpha * p - beta * onehot(t) - gamma * w with p = softmax(y) and
     beta  = a * (1 - eps) * w[t]
     gamma = a * eps / C                             (W = sum_c w[c])
 
-which the kernels' one option stage (op_plugin/csrc/cpu/cross_entropy/logit_options.h)
-turns into the gradient of r: times logit_scale and tanh's slope 1 - (y / softcap)**2.
+which the logit transform turns into the gradient of r: times logit_scale and tanh's slope
+1 - (y / softcap)**2 (logits.py on the device routes; on CPU the kernels' one option
+stage, op_plugin/csrc/cpu/cross_entropy/logit_options.h).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
 
-from .._arguments import require_bool, require_number, require_optional_tensor
+from .call import LossOptions
 
-__all__ = ["LossOptions", "LinearCrossEntropyOutput", "check_loss_options",
-           "check_option_tensors"]
-
-_OP = "linear_cross_entropy"
-
-
-class LinearCrossEntropyOutput(NamedTuple):
-    """What linear_cross_entropy returns when a `return_*` flag is set (None for what was
-    not asked for). Only `loss` is differentiable."""
-
-    loss: torch.Tensor
-    z_loss: torch.Tensor | None = None
-    lse: torch.Tensor | None = None
-    token_accuracy: torch.Tensor | None = None
-
-
-@dataclass(frozen=True)
-class LossOptions:
-    """The scalar options of one call (the tensors, linear_bias and ce_weight, travel
-    beside them)."""
-
-    label_smoothing: float = 0.0
-    logit_scale: float = 1.0
-    softcap: float | None = None
-    lse_square_scale: float = 0.0
-    return_z_loss: bool = False
-    return_lse: bool = False
-    return_token_accuracy: bool = False
-
-    @property
-    def returns_extra(self) -> bool:
-        return self.return_z_loss or self.return_lse or self.return_token_accuracy
-
-    def transforms_logits(self, has_bias: bool) -> bool:
-        """Whether y differs from the raw logits (bias, scale, soft-cap)."""
-        return has_bias or self.logit_scale != 1.0 or self.softcap is not None
-
-    def plain(self, has_bias: bool, has_class_weight: bool) -> bool:
-        """Whether this is plain cross entropy, which the SPEC §1/§3 operators compute."""
-        return not (self.transforms_logits(has_bias) or has_class_weight
-                    or self.label_smoothing != 0.0 or self.lse_square_scale != 0.0
-                    or self.return_token_accuracy)
-
-    def active(self, has_bias: bool, has_class_weight: bool) -> list[str]:
-        """The names of the options set to something other than their neutral value."""
-        names = []
-        if has_bias:
-            names.append("linear_bias")
-        if has_class_weight:
-            names.append("ce_weight")
-        if self.label_smoothing != 0.0:
-            names.append("label_smoothing")
-        if self.logit_scale != 1.0:
-            names.append("logit_scale")
-        if self.softcap is not None:
-            names.append("softcap")
-        if self.lse_square_scale != 0.0:
-            names.append("lse_square_scale")
-        if self.return_token_accuracy:
-            names.append("return_token_accuracy")
-        return names
-
-
-def check_loss_options(label_smoothing, logit_scale, softcap, lse_square_scale,
-                       return_z_loss, return_lse, return_token_accuracy) -> LossOptions:
-    """The scalar options, checked (TypeError for a wrong kind, ValueError for a value
-    outside its range); returns them as LossOptions with floats."""
-    require_number(_OP, "label_smoothing", label_smoothing)
-    require_number(_OP, "logit_scale", logit_scale)
-    require_number(_OP, "lse_square_scale", lse_square_scale)
-    if softcap is not None:
-        require_number(_OP, "softcap", softcap)
-    for name, flag in (("return_z_loss", return_z_loss), ("return_lse", return_lse),
-                       ("return_token_accuracy", return_token_accuracy)):
-        require_bool(_OP, name, flag)
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"{_OP}: 'label_smoothing' must lie in [0, 1], got {label_smoothing}")
-    if not (math.isfinite(logit_scale) and logit_scale > 0.0):
-        raise ValueError(f"{_OP}: 'logit_scale' must be a finite number > 0, got {logit_scale}")
-    if softcap is not None and not (math.isfinite(softcap) and softcap > 0.0):
-        raise ValueError(f"{_OP}: 'softcap' must be a finite number > 0 (or None for no "
-                         f"soft-capping), got {softcap}")
-    if not (math.isfinite(lse_square_scale) and lse_square_scale >= 0.0):
-        raise ValueError(f"{_OP}: 'lse_square_scale' must be a finite number >= 0, got "
-                         f"{lse_square_scale}")
-    return LossOptions(float(label_smoothing), float(logit_scale),
-                       None if softcap is None else float(softcap), float(lse_square_scale),
-                       return_z_loss, return_lse, return_token_accuracy)
-
-
-def check_option_tensors(input: torch.Tensor, weight: torch.Tensor, linear_bias, ce_weight) -> None:
-    """linear_bias [V] in input's dtype; ce_weight [V] floating; both on input's device."""
-    require_optional_tensor(_OP, "linear_bias", linear_bias)
-    require_optional_tensor(_OP, "ce_weight", ce_weight)
-    vocab = weight.size(0) if weight.dim() == 2 else None
-    if linear_bias is not None:
-        if linear_bias.dtype != input.dtype:
-            raise TypeError(f"{_OP}: 'linear_bias' must have the dtype of 'input' "
-                            f"({input.dtype}), got {linear_bias.dtype}")
-        if tuple(linear_bias.shape) != (vocab,):
-            raise ValueError(f"{_OP}: 'linear_bias' must be [V] = [{vocab}] (this shard's "
-                             f"classes), got shape {list(linear_bias.shape)}")
-    if ce_weight is not None:
-        if ce_weight.dtype not in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
-            raise TypeError(f"{_OP}: 'ce_weight' must be a floating dtype (float16, bfloat16, "
-                            f"float32 or float64), got {ce_weight.dtype}")
-        if tuple(ce_weight.shape) != (vocab,):
-            raise ValueError(f"{_OP}: 'ce_weight' must be [V] = [{vocab}] (this shard's "
-                             f"classes), got shape {list(ce_weight.shape)}")
-    for name, t in (("linear_bias", linear_bias), ("ce_weight", ce_weight)):
-        if t is not None and t.device != input.device:
-            raise ValueError(f"{_OP}: '{name}' must be on the device of 'input' "
-                             f"({input.device}), got {t.device}")
-
-
-# ---------------------------------------------------------------------------------------
-# The math on row statistics, shared by every path (the CPU kernels, the NPU composition).
+__all__ = ["RowTargets", "row_targets", "combine_statistics", "concat_statistics",
+           "upstream_rows", "lse_of", "row_losses", "upstream_scales", "coefficients",
+           "reduce_outputs"]
 
 
 @dataclass
@@ -173,6 +58,13 @@ class RowTargets:
     shard_weight_total: torch.Tensor  # float32 scalar: this shard's part of W
     count: torch.Tensor       # float32 scalar: kept rows
     weight_sum: torch.Tensor  # float32 scalar: sum of w[t] over kept rows (count without)
+
+    def rows(self, rs: slice) -> "RowTargets":
+        """The targets of the rows `rs` (the totals are the whole call's)."""
+        tw = self.target_weight[rs] if self.target_weight is not None else None
+        return RowTargets(self.kept[rs], self.in_shard[rs], self.columns[rs], self.ids[rs], tw,
+                          self.classes, self.weight_total, self.shard_weight_total,
+                          self.count, self.weight_sum)
 
 
 def row_targets(rows: torch.Tensor, ignore_index: int, start: int, vocab: int,
@@ -238,6 +130,22 @@ def combine_statistics(stats: dict, targets: RowTargets, rows: slice, start: int
         dist.all_reduce(mine, op=dist.ReduceOp.MIN, group=group)
         out["argmax"] = torch.where(mine == torch.iinfo(torch.int64).max, -1, mine)
     return out
+
+
+def concat_statistics(parts: list[dict], x: torch.Tensor) -> dict:
+    """The row chunks' global statistics as one dict of [BT] tensors."""
+    if not parts:  # no rows
+        empty = x.new_empty(0, dtype=torch.float32)
+        return {"max": empty, "sum": empty, "predicted": empty, "owners": empty,
+                "weighted": empty, "argmax": x.new_empty(0, dtype=torch.int64)}
+    return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+
+
+def upstream_rows(grad_loss: torch.Tensor, reduction: str, bt: int) -> torch.Tensor:
+    """The upstream gradient of the reduced loss as one float32 value per row [BT]."""
+    if reduction == "none":
+        return grad_loss.reshape(-1).float()
+    return grad_loss.float().reshape(1).expand(bt)
 
 
 def lse_of(stats: dict) -> torch.Tensor:

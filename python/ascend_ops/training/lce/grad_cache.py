@@ -23,7 +23,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from .. import _extension
+from ... import _extension
 
 GRAD_CACHE_ENV = "ASCEND_OPS_LCE_GRAD_CACHE_MIB"
 DEFAULT_GRAD_CACHE_MIB = 128

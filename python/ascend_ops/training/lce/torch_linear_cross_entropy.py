@@ -38,9 +38,14 @@ why.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import torch
+
+from . import routes
+from .call import MEMORY_SAVING
+from .checks import CPU_LCE_DTYPES, LCE_DTYPES, make_call
 
 __all__ = ["enable", "disable", "status", "SCHEMAS"]
 
@@ -154,11 +159,8 @@ def status() -> dict[str, bool]:
 
 
 def _refusal(input, linear_weight, linear_bias, weight, acc_dtype) -> str | None:
-    """Why our kernels cannot serve a call (then torch's body runs), or None."""
-    from . import routes
-    from .checks import CPU_LCE_DTYPES, LCE_DTYPES
-    from .lce_options import LossOptions
-
+    """Why our kernels cannot serve a call of these tensors (then torch's body runs), or
+    None; the call's own checks (make_call) come after."""
     allowed = CPU_LCE_DTYPES if input.device.type == "cpu" else LCE_DTYPES
     if input.dtype not in allowed:
         return f"input dtype {input.dtype} on {input.device.type}"
@@ -171,81 +173,35 @@ def _refusal(input, linear_weight, linear_bias, weight, acc_dtype) -> str | None
         return f"acc_dtype {acc_dtype} (our kernels accumulate in float32)"
     if weight is not None and not weight.dtype.is_floating_point:
         return f"class weight of dtype {weight.dtype}"
-    if input.device.type != "cpu":
-        route = routes.choose(input.device, input.dtype, LossOptions(), linear_bias is not None,
-                              weight is not None)
-        if route.backward == "npu_custom":
-            from ..npu import options_support
-
-            try:
-                options_support.require(route.needs, input.device)
-            except NotImplementedError as error:
-                return str(error)
     return None
 
 
-class _KernelContext:
-    """What an autograd.Function's forward and backward use of their ctx. A kernel runs
-    below autograd (the dispatcher has excluded its keys), so the Functions of
-    linear_cross_entropy are called here directly: forward, then backward."""
-
-    def __init__(self, needs_input_grad):
-        self.needs_input_grad = needs_input_grad
-        self.saved_tensors = ()
-
-    def save_for_backward(self, *tensors):
-        self.saved_tensors = tensors
-
-    def mark_non_differentiable(self, *tensors):
-        pass
+def _route(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
+           wants):
+    """(the route "auto" takes, the checked call), or (None, why it cannot run here)."""
+    call = make_call(input, linear_weight, target, linear_bias=linear_bias, ce_weight=weight,
+                     ignore_index=ignore_index, reduction=reduction, label_smoothing=0.0,
+                     logit_scale=1.0, softcap=None, lse_square_scale=0.0, return_z_loss=False,
+                     return_lse=False, return_token_accuracy=False, process_group=None,
+                     vocab_start_index=0, mode=MEMORY_SAVING)
+    call = dataclasses.replace(call, needs_grad=any(wants))
+    route = routes.choose(call)
+    why = routes.why_not(route, call)
+    return (route, call) if why is None else (None, why)
 
 
 def _ours(input, linear_weight, target, linear_bias, weight, reduction, ignore_index, wants,
           upstream=None):
     """(loss, grad_input, grad_linear_weight, grad_linear_bias) of linear_cross_entropy on
-    our kernels for the upstream gradient `upstream` (1 when None); a gradient not in
-    `wants` is None. linear_cross_entropy's own route choice, run without autograd."""
-    from . import routes
-    from .lce_options import LossOptions
-    from .options_cpu import _CpuOptionsFunction
-    from .options_device import _DeviceOptionsFunction
-    from .vocab_parallel import MEMORY_SAVING, _LinearCrossEntropy
-
-    want_x, want_w, want_b = wants
-    needs_grad = any(wants)
-    options = LossOptions()
-    route = routes.choose(input.device, input.dtype, options, linear_bias is not None,
-                          weight is not None)
-    if route.fused_plain:
-        ctx = _KernelContext((want_x, want_w) + (False,) * 7)
-        loss = _LinearCrossEntropy.forward(ctx, input, linear_weight, target, ignore_index,
-                                           reduction, None, 0, MEMORY_SAVING, needs_grad)
-        grads = (None, None)
-        if needs_grad:
-            grads = _LinearCrossEntropy.backward(ctx, _upstream(loss, upstream))[:2]
-        return loss, grads[0], grads[1], None
-    if route.name == routes.CPU_OPTIONS:
-        ctx = _KernelContext((want_x, want_w, want_b) + (False,) * 10)
-        outputs = _CpuOptionsFunction.forward(ctx, input, linear_weight, linear_bias, target,
-                                              weight, options, ignore_index, reduction, None, 0,
-                                              MEMORY_SAVING, needs_grad, target.shape)
-        function = _CpuOptionsFunction
-    else:
-        ctx = _KernelContext((want_x, want_w, want_b) + (False,) * 9)
-        outputs = _DeviceOptionsFunction.forward(ctx, input, linear_weight, linear_bias, target,
-                                                 weight, options, route, ignore_index, reduction,
-                                                 None, 0, target.shape)
-        function = _DeviceOptionsFunction
-    loss = outputs[0]
-    grads = (None, None, None)
-    if needs_grad:
-        grads = function.backward(ctx, _upstream(loss, upstream))[:3]
-    return (loss, grads[0] if want_x else None, grads[1] if want_w else None,
-            grads[2] if want_b else None)
-
-
-def _upstream(loss, upstream):
-    return torch.ones_like(loss) if upstream is None else upstream.reshape(loss.shape)
+    our kernels for the upstream gradient `upstream` (1 when None), or None where its
+    route cannot run here (torch's body runs then); a gradient not in `wants` is None."""
+    route, call = _route(input, linear_weight, target, linear_bias, weight, reduction,
+                         ignore_index, wants)
+    if route is None:
+        _log_once(call)
+        return None
+    calls["ours"] += 1
+    return routes.forward_backward(route, call, wants, upstream)
 
 
 def _chunked_kernel(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
@@ -257,14 +213,17 @@ def _chunked_kernel(input, linear_weight, target, linear_bias, weight, reduction
     why = _refusal(input, linear_weight, linear_bias, weight, acc_dtype)
     if why is None and (reduction not in ("mean", "sum") or label_smoothing != 0.0):
         why = f"reduction {reduction!r} with label_smoothing {label_smoothing}"
-    if why is not None:
-        _log_once(why)
-        return _torch_body(CHUNKED)(*args)
-    calls["ours"] += 1
     wants = (compute_input_grad, compute_linear_weight_grad,
              compute_linear_bias_grad and linear_bias is not None)
-    loss, gi, gw, gb = _ours(input, linear_weight, target, linear_bias, weight, reduction,
-                             ignore_index, wants)
+    served = None
+    if why is None:
+        served = _ours(input, linear_weight, target, linear_bias, weight, reduction,
+                       ignore_index, wants)
+    else:
+        _log_once(why)
+    if served is None:
+        return _torch_body(CHUNKED)(*args)
+    loss, gi, gw, gb = served
     dtype = input.dtype
     # torch's shapes for what was not computed: rank-matching empties (its fake kernel too)
     gi = gi if gi is not None else input.new_empty((0, 0))
@@ -276,36 +235,40 @@ def _chunked_kernel(input, linear_weight, target, linear_bias, weight, reduction
 def _no_reduction_kernel(input, linear_weight, target, linear_bias, weight, ignore_index,
                          batch_chunk_size, acc_policy, acc_dtype):
     why = _refusal(input, linear_weight, linear_bias, weight, acc_dtype)
-    if why is not None:
+    served = None
+    if why is None:
+        served = _ours(input, linear_weight, target, linear_bias, weight, "none", ignore_index,
+                       (False, False, False))
+    else:
         _log_once(why)
+    if served is None:
         return _torch_body(NO_REDUCTION)(input, linear_weight, target, linear_bias, weight,
                                          ignore_index, batch_chunk_size, acc_policy, acc_dtype)
-    calls["ours"] += 1
-    loss, *_ = _ours(input, linear_weight, target, linear_bias, weight, "none", ignore_index,
-                     (False, False, False))
-    return loss.to(input.dtype)
+    return served[0].to(input.dtype)
 
 
 def _no_reduction_backward(ctx, grad_output):
     """The "none" op's backward on our kernels (torch's formula where we refuse)."""
-    input, linear_weight, target, linear_bias, weight = ctx.saved_tensors
-    why = _refusal(input, linear_weight, linear_bias, weight, ctx._acc_dtype)
-    if why is not None or _state["autograd"] is None:
-        from torch.nn.modules import linear_cross_entropy as module
+    from torch.nn.modules import linear_cross_entropy as module
 
-        if why is not None:
-            _log_once(why)
+    input, linear_weight, target, linear_bias, weight = ctx.saved_tensors
+    if _state["autograd"] is None:
         return module._linear_cross_entropy_batch_chunked_no_reduction_backward(ctx, grad_output)
     needs = ctx.needs_input_grad
     wants = (needs[0], needs[1], linear_bias is not None and needs[3])
-    result = [None] * 9
     if not any(wants):
-        return tuple(result)
-    calls["ours"] += 1
-    _, gi, gw, gb = _ours(input, linear_weight, target, linear_bias, weight, "none",
-                          ctx._ignore_index, wants, upstream=grad_output.float())
-    result[0], result[1], result[3] = gi, gw, gb
-    return tuple(result)
+        return (None,) * 9
+    why = _refusal(input, linear_weight, linear_bias, weight, ctx._acc_dtype)
+    served = None
+    if why is None:
+        served = _ours(input, linear_weight, target, linear_bias, weight, "none",
+                       ctx._ignore_index, wants, upstream=grad_output.float())
+    else:
+        _log_once(why)
+    if served is None:
+        return module._linear_cross_entropy_batch_chunked_no_reduction_backward(ctx, grad_output)
+    _, gi, gw, gb = served
+    return gi, gw, None, gb, None, None, None, None, None
 
 
 def _torch_body(name: str):
