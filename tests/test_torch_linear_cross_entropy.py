@@ -141,3 +141,55 @@ def test_enable_and_disable_are_reversible():
         assert not any(bridge.status().values())
         (_, served) = counted(lambda: run(x, w, t, reduction="none", grad=torch.ones(t.shape)))
         assert served == {"ours": 0, "torch": 0}
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_torch_compile_traces_every_reduction_with_gradients(reduction, enabled):
+    """aot_eager traces the backward of "none" on fake tensors: our backward is an op with a
+    fake kernel (none_backward), not a call into the C++ kernels on tensors without data."""
+    torch._dynamo.reset()
+    x, w, t, b, cw = problem(bias=True, ce_weight=True)
+    grad = torch.rand(t.shape) + 0.5 if reduction == "none" else None
+    eager, served = counted(lambda: run(x, w, t, b, cw.to(x.dtype), grad, reduction=reduction))
+    assert served["ours"] >= 1 and served["torch"] == 0
+
+    def step(x, w, t, b, cw):
+        return F.linear_cross_entropy(x, w, t, linear_bias=b, weight=cw, reduction=reduction,
+                                      options=OPTIONS())
+
+    xr, wr, br = (v.clone().requires_grad_() for v in (x, w, b))
+    compiled, served = counted(lambda: torch.compile(step, backend="aot_eager")(
+        xr, wr, t, br, cw.to(x.dtype)))
+    compiled.backward(grad)
+    assert served["torch"] == 0
+    torch.testing.assert_close(compiled.detach(), eager[0])
+    for name, mine, want in zip(("input", "weight", "bias"), (xr.grad, wr.grad, br.grad), eager[1:]):
+        torch.testing.assert_close(mine, want, msg=name)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+@pytest.mark.parametrize("target, message", [
+    (lambda t: t.reshape(-1, 1), r"'target' must have input's leading shape \(37,\), got \(37, 1\)"),
+    (lambda t: t[:-1], r"'target' must have input's leading shape \(37,\), got \(36,\)"),
+    (lambda t: torch.where(torch.arange(37) == 4, 67, t),
+     r"'target' must be a class index in \[0, 67\) or ignore_index=-100, got target\[4\] = 67"),
+    (lambda t: torch.where(torch.arange(37) == 6, -3, t),
+     r"'target' must be a class index in \[0, 67\) or ignore_index=-100, got target\[6\] = -3"),
+])
+def test_a_bad_target_raises_torchs_exception_type(target, message, reduction, enabled):
+    """torch's own body raises RuntimeError for each of these; so do our kernels, naming the
+    argument and never returning a value (a (N, 1) target once broadcast to N x N)."""
+    x, w, t, _, _ = problem()
+    bad = target(t)
+    bridge.disable()
+    with pytest.raises(RuntimeError):
+        F.linear_cross_entropy(x, w, bad, reduction=reduction, options=OPTIONS())
+    assert bridge.enable()
+    with pytest.raises(RuntimeError, match=message):
+        F.linear_cross_entropy(x, w, bad, reduction=reduction, options=OPTIONS())
+
+
+def test_argument_names_are_torchs(enabled):
+    x, w, t, _, cw = problem(ce_weight=True)
+    with pytest.raises(RuntimeError, match=r"'weight' must be \[V\] = \[67\], got shape \[66\]"):
+        F.linear_cross_entropy(x, w, t, weight=cw[:-1].to(x.dtype), options=OPTIONS())

@@ -31,6 +31,12 @@ by torch's formula). batch_chunk_size is not followed: our kernels bound their m
 themselves. Anything else (acc_dtype of a half type, float64, mixed dtypes, an option set
 that the NPU route cannot run) goes to torch's own body, with one log line per reason.
 
+A call runs on linear_cross_entropy's own routes (routes.forward_backward, below autograd),
+checked by its checks; an argument they refuse raises the RuntimeError torch's body raises
+for it, naming torch's arguments (`linear_weight`, `weight` for the class weights, a target
+out of [0, V)). The "none" backward is an op with a fake kernel
+(ascend_ops::linear_cross_entropy_none_backward), so torch.compile traces it.
+
 The ops are private: `enable()` compares their schemas with the ones this module was
 written against and, if either differs (or torch lacks them), leaves torch alone and logs
 why.
@@ -38,8 +44,10 @@ why.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import re
 
 import torch
 
@@ -194,14 +202,41 @@ def _ours(input, linear_weight, target, linear_bias, weight, reduction, ignore_i
           upstream=None):
     """(loss, grad_input, grad_linear_weight, grad_linear_bias) of linear_cross_entropy on
     our kernels for the upstream gradient `upstream` (1 when None), or None where its
-    route cannot run here (torch's body runs then); a gradient not in `wants` is None."""
-    route, call = _route(input, linear_weight, target, linear_bias, weight, reduction,
-                         ignore_index, wants)
-    if route is None:
-        _log_once(call)
-        return None
-    calls["ours"] += 1
-    return routes.forward_backward(route, call, wants, upstream)
+    route cannot run here (torch's body runs then); a gradient not in `wants` is None.
+    A bad argument raises torch's RuntimeError in the terms of torch's call."""
+    with _torch_errors(linear_weight.size(0), ignore_index):
+        route, call = _route(input, linear_weight, target, linear_bias, weight, reduction,
+                             ignore_index, wants)
+        if route is None:
+            _log_once(call)
+            return None
+        calls["ours"] += 1
+        return routes.forward_backward(route, call, wants, upstream)
+
+
+@contextlib.contextmanager
+def _torch_errors(vocab: int, ignore_index: int):
+    """Our checks' TypeError / ValueError as the RuntimeError torch's body raises for the same
+    call, naming torch's arguments (linear_weight, weight: the class weights)."""
+    try:
+        yield
+    except (TypeError, ValueError) as error:
+        raise RuntimeError(_in_torch_terms(str(error), vocab, ignore_index)) from error
+
+
+_OUT_OF_RANGE = re.compile(r"'target' must be a vocabulary id held by exactly one shard "
+                           r"\(or ignore_index=-?\d+\), got target\[(\d+)\] = (-?\d+) held by "
+                           r"\d+ shards")
+
+
+def _in_torch_terms(message: str, vocab: int, ignore_index: int) -> str:
+    """A linear_cross_entropy message with F.linear_cross_entropy's argument names (one
+    device: a target is a class index, not a shard's)."""
+    message = (message.replace("'ce_weight'", "\0").replace("'weight'", "'linear_weight'")
+               .replace("\0", "'weight'").replace(" (this shard's classes)", ""))
+    return _OUT_OF_RANGE.sub(
+        lambda m: (f"'target' must be a class index in [0, {vocab}) or ignore_index="
+                   f"{ignore_index}, got target[{m.group(1)}] = {m.group(2)}"), message)
 
 
 def _chunked_kernel(input, linear_weight, target, linear_bias, weight, reduction, ignore_index,
@@ -248,7 +283,9 @@ def _no_reduction_kernel(input, linear_weight, target, linear_bias, weight, igno
 
 
 def _no_reduction_backward(ctx, grad_output):
-    """The "none" op's backward on our kernels (torch's formula where we refuse)."""
+    """The "none" op's backward on our kernels (torch's formula where we refuse). The
+    decision reads only types and shapes, and the work is an op with a fake kernel
+    (none_backward below), so that AOTAutograd traces it."""
     from torch.nn.modules import linear_cross_entropy as module
 
     input, linear_weight, target, linear_bias, weight = ctx.saved_tensors
@@ -259,16 +296,45 @@ def _no_reduction_backward(ctx, grad_output):
     if not any(wants):
         return (None,) * 9
     why = _refusal(input, linear_weight, linear_bias, weight, ctx._acc_dtype)
-    served = None
     if why is None:
-        served = _ours(input, linear_weight, target, linear_bias, weight, "none",
-                       ctx._ignore_index, wants, upstream=grad_output.float())
-    else:
+        with _torch_errors(linear_weight.size(0), ctx._ignore_index):
+            route, call = _route(input, linear_weight, target, linear_bias, weight, "none",
+                                 ctx._ignore_index, wants)
+        why = None if route is not None else call
+    if why is not None:
         _log_once(why)
-    if served is None:
         return module._linear_cross_entropy_batch_chunked_no_reduction_backward(ctx, grad_output)
+    gi, gw, gb = none_backward(input, linear_weight, target, linear_bias, weight, grad_output,
+                               ctx._ignore_index, *wants)
+    return ((gi if wants[0] else None), (gw if wants[1] else None), None,
+            (gb if wants[2] else None), None, None, None, None, None)
+
+
+@torch.library.custom_op("ascend_ops::linear_cross_entropy_none_backward", mutates_args=())
+def none_backward(input: torch.Tensor, linear_weight: torch.Tensor, target: torch.Tensor,
+                  linear_bias: torch.Tensor | None, weight: torch.Tensor | None,
+                  grad_output: torch.Tensor, ignore_index: int, want_input: bool,
+                  want_linear_weight: bool, want_linear_bias: bool
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(grad_input, grad_linear_weight, grad_linear_bias) of the "none" op for `grad_output`
+    [N] on our kernels; an empty tensor for a gradient not wanted."""
+    wants = (want_input, want_linear_weight, want_linear_bias)
+    served = _ours(input, linear_weight, target, linear_bias, weight, "none", ignore_index,
+                   wants, upstream=grad_output.float())
+    if served is None:  # _no_reduction_backward decided on the same types and shapes
+        raise RuntimeError("linear_cross_entropy: our kernels refused a call they had taken")
     _, gi, gw, gb = served
-    return gi, gw, None, gb, None, None, None, None, None
+    return tuple(g if g is not None else like.new_empty(0)
+                 for g, like in ((gi, input), (gw, linear_weight), (gb, input)))
+
+
+@none_backward.register_fake
+def _(input, linear_weight, target, linear_bias, weight, grad_output, ignore_index, want_input,
+      want_linear_weight, want_linear_bias):
+    bias_shape = linear_bias.shape if want_linear_bias and linear_bias is not None else (0,)
+    return (input.new_empty(input.shape if want_input else (0,)),
+            linear_weight.new_empty(linear_weight.shape if want_linear_weight else (0,)),
+            input.new_empty(bias_shape))
 
 
 def _torch_body(name: str):
