@@ -70,13 +70,23 @@ def measured(row: dict) -> str:
 
 def markdown(header: list[str], body: list[list[str]]) -> str:
     """One table per CPU class (the first column of `header` and of every body row), each
-    under its class's name, in the order the classes first appear."""
+    under its class's name, in the order the classes first appear. An "engines" column whose
+    rows of a class all hold one value moves into that class's heading."""
     classes: dict[str, list[list[str]]] = {}
     for row in body:
         classes.setdefault(row[0], []).append(row[1:])
     parts = []
     for cpu, rows in classes.items():
-        lines = [f"*{cpu}*", "", "| " + " | ".join(header[1:]) + " |", "|" + "---|" * (len(header) - 1)]
+        columns = header[1:]
+        heading = f"*{cpu}*"
+        if "engines" in columns:
+            at = columns.index("engines")
+            values = {row[at] for row in rows}
+            if len(values) == 1:
+                heading = f"*{cpu}, engines {values.pop()}*"
+                columns = columns[:at] + columns[at + 1:]
+                rows = [row[:at] + row[at + 1:] for row in rows]
+        lines = [heading, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
@@ -226,10 +236,10 @@ def sync_bn_kernel_table(rows: list[dict]) -> str:
                 cells.append("–")
                 continue
             o, b = float(ours["median_s"]), float(base["median_s"])
-            cells.append(f"{o * 1e3:.2f} / {b * 1e3:.2f} ms = {o / b:.2f}×")
+            cells.append(f"{o / b:.2f}× ({o * 1e3:.2f} ms)")
         body.append([cpu, size.replace("x", "×"), dtype, *cells])
-    return markdown(["CPU", "shape", "dtype", "stats / read x", "elemt / copy x",
-                     "backward_reduce / read dy+x", "backward_elemt / (dy + x)"], body)
+    return markdown(["CPU", "shape", "dtype", "stats / read x (ours)", "elemt / copy x (ours)",
+                     "backward_reduce / read dy+x (ours)", "backward_elemt / (dy + x) (ours)"], body)
 
 
 LCE_PROVIDERS = {"ascend_ops": "ours, memory-saving",

@@ -30,8 +30,8 @@ def test_flce_row_ratios(tmp_path):
                      "budget_mib": "0.0" if provider == "ascend_ops" else "", "outputs_mib": "1.0",
                      "peak_extra_mib": "70.2"})
     table = benchmark_tables.flce_table(rows)
-    assert table.startswith("*Xeon X (amx_bf16, avx512_bf16), 2 thr*")
-    assert "| onednn | 8, 4, 16 | memory-saving | 500.0 ms | " \
+    assert table.startswith("*Xeon X (amx_bf16, avx512_bf16), 2 thr, engines onednn*")
+    assert "| 8, 4, 16 | memory-saving | 500.0 ms | " \
            "400.0 ms | 1.25× | 2000 ms | 4.00× | 70 MiB | 1 MiB | d, load 2.5 |" in table
     path = tmp_path / "r.csv"
     with path.open("w", newline="") as f:
@@ -53,7 +53,7 @@ def lce_row(provider: str, median: float, peak: float, run: str, date: str = "20
 def against_column(table: str) -> dict[str, str]:
     """{provider label: its `against` cell} of lce_table's markdown."""
     cells = [line.split(" | ") for line in table.splitlines()[4:]]
-    return {row[2]: row[6] for row in cells}
+    return {row[1]: row[5] for row in cells}  # every row of one class on one engine: no engines column
 
 
 def test_lce_against_pairs_rows_of_one_run():
