@@ -238,7 +238,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The engine choice for `kind` on injected `available` engines and (engine, TFLOP/s) "
         "`timings`, with the environment's forcing (a test hook).");
   // linear_cross_entropy's logits-gradient cache (cpu/cross_entropy/lce_grad_cache.h); internal to
-  // python/ascend_ops/vocab_parallel.py, which checks the arguments.
+  // python/ascend_ops/training/grad_cache.py, whose callers have checked the arguments.
   m.def("cpu_scratch_ld", &ascend_ops::cpu::scratch_ld, py::arg("n"),
         "Leading dimension (>= n) the CPU kernels give a bf16 scratch matrix of n columns.");
   m.def("cpu_scratch_empty",
@@ -292,7 +292,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("row_scale"), py::arg("input"), py::arg("weight"), py::arg("want_input_grad"),
         py::arg("want_weight_grad"), py::arg("keep_weight_grad_at_most") = 0);
   // linear_cross_entropy's loss options (cpu/cross_entropy/lce_options.h, SPEC §7); internal
-  // to python/ascend_ops/training/lce_options.py, which checks the arguments.
+  // to python/ascend_ops/training/options_cpu.py (the arguments checked by lce_options.py).
   m.def("lce_options_chunk_statistics", &ascend_ops::cpu::lce_options_chunk_statistics,
         py::arg("input_chunk"), py::arg("weight"), py::arg("columns"), py::arg("logits_buffer"),
         py::arg("bias"), py::arg("scale"), py::arg("softcap"), py::arg("class_weight"),

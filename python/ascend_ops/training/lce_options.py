@@ -1,5 +1,6 @@
-"""linear_cross_entropy's loss options (SPEC §7): their checks, their math on row
-statistics, and the CPU path that runs them inside the fused kernels.
+"""linear_cross_entropy's loss options (SPEC §7): their checks and their math on row
+statistics, shared by every route (training/routes.py); the CPU route's kernels are driven
+by training/options_cpu.py, the accelerator's by training/options_device.py.
 
 With the head's raw logits r = input @ W.T (W split by rows over the ranks):
 
