@@ -7,7 +7,7 @@ chosen by the target the compiler emits for (target_arch); an aarch64 build (an 
 host) holds the portable code only.
 `ascend_ops._ascendc_sim` is the Ascend C kernels (ascendc_kernels/) built against the
 project's CPU simulator: plain C++, no torch headers, loaded with ctypes (impl="sim").
-`ascend_ops._cann_flce_tiling` is the FLCE op's TilingFunc (its op_host/_def.cpp, as
+`ascend_ops._cann_flce_tiling` is the FLCE op's TilingFunc (its op_host/…_def.cpp, as
 shipped) compiled against CANN's own host Matmul tiling library (asc-devkit, built by
 ../shared/tools/cann-matmul-tiling, or ASCEND_OPS_CANN_MATMUL_TILING) with our TilingContext
 stand-in (ascendc_kernels/cann_host); plain C++, loaded with ctypes. impl="sim" runs the FLCE
@@ -76,7 +76,7 @@ class BuildWithProgress(BuildExtension):
     def build_extensions(self) -> None:
         files = sum(len(ext.sources) for ext in self.extensions)
         progress(f"compiling {files} C++ files into {len(self.extensions)} libraries for "
-                 f"{TARGET_ARCH} (3-4 min on 2 quiet cores, longer under load; "
+                 f"{TARGET_ARCH} (155 s on 2 cores in the README's measurement, longer under load; "
                  "`pip install -v` shows each compile)")
         super().build_extensions()
 

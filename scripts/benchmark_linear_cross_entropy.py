@@ -40,7 +40,7 @@ scripts/results_csv.py, with the CPU model, ISA flags and CPU GEMM engine;
 scripts/benchmark_tables.py makes docs/benchmarks.md's table from them. The table printed
 gives each median as a ratio to ascend_ops memory-saving.
 
-    python scripts/benchmark_linear_cross_entropy.py                     # the issue's size
+    python scripts/benchmark_linear_cross_entropy.py                     # (4096, 4096, 16000)
     python scripts/benchmark_linear_cross_entropy.py --size 1024 1024 4000 --reps 5
     python scripts/benchmark_linear_cross_entropy.py --quick             # smoke test, tiny
 """

@@ -6,7 +6,7 @@ each side one forward + backward in a fresh process, as a user's first training 
 Pairs run in turn (torch, ours, torch, ours, ...), so load from other processes hits both
 alike; each process prints its step's seconds and its peak extra memory (the step's peak
 resident memory above the inputs, less the gradients it returns; glibc maps large blocks
-directly, scripts/worker_processes.live_memory_env). The table gives the medians and the
+directly: live_memory_env in scripts/worker_processes.py). The table gives the medians and the
 ratios ours / torch; benchmark_linear_cross_entropy.py times the same two providers
 interleaved in one process instead.
 

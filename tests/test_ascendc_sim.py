@@ -375,7 +375,7 @@ def test_syncall_in_a_mix_launch_counts_two_vector_cores_per_ai_core():
 
 
 def test_a_second_matmul_after_the_first_s_end_runs_clean():
-    # The allowed form of the shared-L1 rule's violation (bug 39): End() between the objects.
+    # The allowed form of what the shared-L1 rule stops: End() between the two objects' loads.
     error, y, (a, b) = _sim.run_selftest_mix(40, blocks=2)
     assert error is None, error
     _assert_mix_result(y, a, b, 2)
@@ -497,7 +497,7 @@ def test_flce_cost_model_walks_what_the_kernel_does(shape, cores, mode):
 @pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
 def test_flce_models_near_the_cube_roofline_with_several_windows(mode):
     # A shape that takes a second to model and has what the training shapes have (several
-    # window rows and columns, all 24 cores busy): within issue 45's 1.25x of the cube
+    # window rows and columns, all 24 cores busy): within the kernel's 1.25x target of the cube
     # roofline. scripts/sim_report.py models the training shapes themselves (docs/npu.md).
     m = _sim.flce_model(2048, 2048, 8192, torch.bfloat16, mode == testing.MEMORY_SAVING)
     assert m.cube_flops == (3 if mode == testing.MEMORY_SAVING else 2) * 2 * 2048 * 2048 * 8192

@@ -1,5 +1,5 @@
-"""One regression test per finding of the bad-input fuzz (issue 34), each failing on the code
-before its fix: the reproducers raise the documented error with nothing written, or give the
+"""One regression test per finding of the bad-input fuzz (tests/test_fuzz.py), each failing on
+code that has the defect it names: the reproducers raise the documented error with nothing written, or give the
 reference's result."""
 
 import os
@@ -24,7 +24,7 @@ needs_sim = pytest.mark.skipif(_sim.load_error is not None, reason=str(_sim.load
 #    kernel wrote float32 sums into float16 buffers of length C (heap corruption).
 @needs_sim
 def test_sim_batch_norm_reduce_backward_mixed_stat_dtypes_matches_reference_without_corruption():
-    # In a child process: the old code's corruption aborts the interpreter (SIGABRT).
+    # In a child process: a heap corruption would abort the interpreter (SIGABRT).
     code = textwrap.dedent("""
         import torch, ascend_ops
         from ascend_ops import reference
@@ -187,7 +187,7 @@ def test_fused_linear_online_max_sum_propagates_nan_like_the_reference(vocab, dt
     assert torch.isnan(ours[0]).all()  # NaN in every row (the NaN column)
 
 
-# A guard, not a regression test (the old code gave NaN here too): the loss of a row with a
+# A guard, not a regression test (a NaN row max alone would give NaN too): the loss of a row with a
 # NaN logit stays NaN on every engine, now that the row max is NaN as well.
 def test_linear_cross_entropy_row_with_nan_gives_nan_loss_like_torch(gemm_engine):
     g = torch.Generator().manual_seed(5)

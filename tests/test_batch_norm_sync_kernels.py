@@ -226,9 +226,9 @@ def assert_same_specials_and_close(ours, expected, tol, what):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_backward_reduce_infinities_are_the_double_sums(dtype, shape, mean_dtype, cpu_path):
     # An Inf in grad_out gives aten's double sums ±Inf or NaN by the signs of its x − mean.
-    # The portable and AVX2 half loops' float blocks made every channel with an Inf NaN
-    # (the correction d·Σ dy was 0·Inf with a float mean; with a float64 mean an element
-    # with x = float(mean) was Inf·0): the ASan fuzz run's float16 mismatch of 2026-12-04.
+    # The portable and AVX2 half loops' float blocks alone would make every channel with an
+    # Inf NaN (the correction d·Σ dy is 0·Inf with a float mean; with a float64 mean an
+    # element with x = float(mean) is Inf·0): such channels are summed again in double.
     gen = torch.Generator().manual_seed(11)
     x = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
     dy = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)

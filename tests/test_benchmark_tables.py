@@ -10,7 +10,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import benchmark_tables  # noqa: E402
-from results_csv import FIELDS  # noqa: E402
+from results_csv import FIELDS, newest_rows  # noqa: E402
 
 
 def test_docs_tables_match_the_committed_csv():
@@ -30,14 +30,15 @@ def test_flce_row_ratios(tmp_path):
                      "budget_mib": "0.0" if provider == "ascend_ops" else "", "outputs_mib": "1.0",
                      "peak_extra_mib": "70.2"})
     table = benchmark_tables.flce_table(rows)
-    assert "| Xeon X (amx_bf16, avx512_bf16), 2 thr | onednn | 8, 4, 16 | memory-saving | 500.0 ms | " \
+    assert table.startswith("*Xeon X (amx_bf16, avx512_bf16), 2 thr, engines onednn*")
+    assert "| 8, 4, 16 | memory-saving | 500.0 ms | " \
            "400.0 ms | 1.25× | 2000 ms | 4.00× | 70 MiB | 1 MiB | d, load 2.5 |" in table
     path = tmp_path / "r.csv"
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    assert len(benchmark_tables.newest_rows(path)) == 3
+    assert len(newest_rows(path)) == 3
 
 
 def lce_row(provider: str, median: float, peak: float, run: str, date: str = "2026-12-05") -> dict:
@@ -51,8 +52,8 @@ def lce_row(provider: str, median: float, peak: float, run: str, date: str = "20
 
 def against_column(table: str) -> dict[str, str]:
     """{provider label: its `against` cell} of lce_table's markdown."""
-    cells = [line.split(" | ") for line in table.splitlines()[2:]]
-    return {row[3]: row[7] for row in cells}
+    cells = [line.split(" | ") for line in table.splitlines()[4:]]
+    return {row[1]: row[5] for row in cells}  # every row of one class on one engine: no engines column
 
 
 def test_lce_against_pairs_rows_of_one_run():
@@ -72,7 +73,7 @@ def test_lce_against_pairs_rows_of_one_run():
                  lce_row("eager-softcap-zloss", 8.0, 400, "B"),
                  lce_row("eager-softcap-zloss", 16.0, 400, "C"),
                  lce_row("ascend_ops-smoothing-weights", 3.0, 100, "D")]
-    against = against_column(benchmark_tables.lce_table(benchmark_tables.newest(every_row), every_row))
+    against = against_column(benchmark_tables.lce_table(every_row))
     assert against[label["torch-lce-chunked-ascend_ops"]] == \
         f"0.50× time, 0.25× memory of {label['torch-lce-chunked']}"
     assert against[label["ascend_ops-softcap-zloss"]] == \
@@ -84,12 +85,12 @@ def test_lce_against_pairs_rows_of_one_run():
     for name in benchmark_tables.TABLES:
         if name != "linear-cross-entropy":
             doc += f"\n<!-- table:{name} -->\n<!-- /table:{name} -->"
-    assert "0.25× time, 0.25× memory of eager plain formula, softcap" in benchmark_tables.render(doc, every_row)
+    assert "0.25× time, 0.25× memory of eager, softcap" in benchmark_tables.render(doc, every_row)
 
 
 def test_lce_against_of_rows_without_a_run_pairs_within_the_day():
-    # Rows written before runs were recorded pair as before (the partner's newest row of
-    # the day), but never with a row of a recorded run.
+    # Rows written before runs were recorded pair with the partner's newest row of the same
+    # day and engines that has no run either, never with a row of a recorded run.
     label = benchmark_tables.LCE_PROVIDERS
     every_row = [lce_row("ascend_ops", 1.0, 100, ""),
                  lce_row("ascend_ops-softcap-zloss", 2.0, 100, ""),
@@ -97,10 +98,27 @@ def test_lce_against_of_rows_without_a_run_pairs_within_the_day():
                  lce_row("ascend_ops-smoothing-weights", 2.0, 100, ""),
                  lce_row("eager-smoothing-weights", 4.0, 100, ""),
                  lce_row("eager-smoothing-weights", 8.0, 100, "E")]
-    against = against_column(benchmark_tables.lce_table(benchmark_tables.newest(every_row), every_row))
+    against = against_column(benchmark_tables.lce_table(every_row))
     assert against[label["ascend_ops-softcap-zloss"]] == \
         f"0.50× time, 0.25× memory of {label['eager-softcap-zloss']}"
-    assert against[label["ascend_ops-smoothing-weights"]] == ""
+    assert against[label["ascend_ops-smoothing-weights"]] == \
+        f"0.50× time, 1.00× memory of {label['eager-smoothing-weights']}"  # E's row would give 0.25×
+
+
+def test_tables_show_the_newest_measurement_per_cpu_class():
+    # Two days of one CPU class and engines: the table shows the newer day only, whatever
+    # the older day measured better; an older engine spelling is the same engines.
+    def flce(provider, median, date, engine):
+        return {**{f: "" for f in FIELDS}, "threads": "2", "cpu_model": "EPYC", "amx_bf16": "0",
+                "avx512_bf16": "0", "engine": engine, "rounds": "3", "date": date, "op": benchmark_tables.FLCE,
+                "provider": provider, "mode": "memory-saving", "dtype": "bfloat16", "size": "8x4x16",
+                "median_s": median, "outputs_mib": "1.0", "peak_extra_mib": "2.0"}
+    old = [flce(p, m, "2026-12-01", "avx2") for p, m in (("ascend_ops", "0.1"), ("gemm_floor", "0.4"),
+                                                         ("torch_formula", "1.0"))]
+    new = [flce(p, m, "2026-12-02", "fp32_out=avx2 rounded=avx2") for p, m in
+           (("ascend_ops", "0.5"), ("gemm_floor", "0.4"), ("torch_formula", "1.0"))]
+    lines = benchmark_tables.flce_table(old + new).splitlines()[4:]
+    assert len(lines) == 1 and "| 500.0 ms |" in lines[0] and "2026-12-02" in lines[0]
 
 
 def test_an_append_upgrades_a_file_of_the_schema_before_run(tmp_path):

@@ -154,7 +154,7 @@ def test_a3_tiles_as_a2():
 
 
 def test_the_library_decides_what_the_request_leaves_open():
-    # Known answers of CANN's library that no port of ours predicted (issue 30): a fixed
+    # Answers of CANN's library that our own reading of it would not predict: a fixed
     # baseK is a hint (lowered to 16 for K = 8), the L1 depths its own.
     d = _sim.FlceTilingData.from_buffer_copy(_tiling_func(100, 8, 300, True, 0).tiling)
     assert (d.logitsMm.baseK, d.logitsMm.depthA1, d.logitsMm.shareL1Size) == (16, 1, 12288)

@@ -16,9 +16,9 @@ phase-1 rules for its op and computes with the reference (tests/npu_emulation/ca
   (both modes, both half dtypes; 1 and 2 ranks, vocab-parallel) and a Hugging Face model
   patched by aot.apply for one training step agree with the CPU path, with the host
   synchronisations docs/npu.md states.
-- the SyncBatchNorm backward as it was before issue 43 (grad_output in the layer's dtype
-  beside a float32 centred input; bfloat16 statistics) fails under CANN's rules with
-  161002, naming the rule's source line.
+- a SyncBatchNorm that hands CANN torch's dtypes (grad_output in the layer's dtype beside
+  a float32 centred input; bfloat16 statistics) fails under CANN's rules with 161002,
+  naming the rule's source line: the hand-overs docs/npu.md states are what CANN admits.
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def test_a_hugging_face_model_patched_by_apply_takes_a_step_on_the_npu(tmp_path)
         ascend_ops.testing.assert_half_grad_close(npu[index], cpu[index], what)
 
 
-# --- the defects issue 43 fixed, caught by CANN's rules ---
+# --- the hand-overs CANN refuses, caught by its rules ---
 
 OLD_SYNC_BATCH_NORM = r'''
 import torch, torch_npu
@@ -239,8 +239,8 @@ import ascend_ops
 from ascend_ops.training.nn import sync_batch_norm
 
 def old_backward_reduce(grad_output, input, mean, invstd, weight, input_g, weight_g, bias_g):
-    # what _backward_reduce did before issue 43: the input centred in float32, grad_output
-    # left in the layer's dtype
+    # _backward_reduce with torch's dtypes: the input centred in float32, grad_output left
+    # in the layer's dtype
     shape = [1] * input.dim()
     shape[1] = input.size(1)
     input = input.float() - mean.float().view(shape)
@@ -262,7 +262,7 @@ for fixed in (True, False):
             print(fixed, dtype, "ok")
         except RuntimeError as error:
             print(fixed, dtype, "error", str(error).replace("\n", " | "))
-# the forward's statistics of a bfloat16 input, as the old code handed them over
+# the forward's statistics of a bfloat16 input, handed over as it is
 try:
     torch.batch_norm_stats(torch.randn(6, 4, 3).bfloat16().to("npu"), 1e-5)
 except RuntimeError as error:
@@ -368,7 +368,7 @@ def test_each_stand_in_refuses_what_canns_phase_1_refuses():
         "gather int counts": "161002 96-107",        # counts are float32/16 or bfloat16
         "gather f32 counts": "accepted",
         "gather counts of 3 ranks": "161002 129-137",
-        "reduce mixed": "161002 142-144",            # the issue's 161002
+        "reduce mixed": "161002 142-144",            # gradOut and input of two dtypes
         "reduce no sum_dy": "161001 99-116, :264",   # asked for, so not null
         "reduce bf16": "accepted",
         "elemt f64 weight": "161002 47-68",

@@ -144,7 +144,7 @@ def test_every_float32_output_within_an_ulp_of_the_op_in_float64(name, cpu_path)
     # Each sync-BN op (and batch_norm_reduce_backward) on float32 inputs against the same op
     # on the same values in float64 (every input converted exactly): the reductions' float32
     # outputs, element by element, within 1 ulp of their float64 twins (their double sums
-    # are the float64 ones rounded once; float32 lane sums were 2+ ulps off, issue 32). The
+    # are the float64 ones rounded once; float32 lane sums would be 2+ ulps off). The
     # element-wise ops compute in float32 (batch_norm_loops.inc), so an output near 0 after
     # cancellation (y = (x - mean)·scale + bias ≈ 0) has no per-element ulp bound: they are
     # held to 1 ulp of the output's largest value.

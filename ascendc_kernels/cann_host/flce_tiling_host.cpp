@@ -1,8 +1,8 @@
 // The FLCE TilingFunc of op_host/fused_linear_cross_entropy_loss_grad_def.cpp, compiled as
-// shipped against CANN's own host Matmul tiling library (asc-devkit v9.0.0, built by
-// ../shared/tools/cann-matmul-tiling) and our TilingContext stand-in
+// shipped against CANN's own host Matmul tiling library (asc-devkit v9.0.0, built by the
+// shared cann-matmul-tiling tool beside the clone) and our TilingContext stand-in
 // (include/register/op_def_registry.h), exposed as a C ABI for ctypes
-// (python/ascend_ops/_cann_tiling.py). setup.py builds it as ascend_ops._cann_flce_tiling
+// (python/ascend_ops/sim/cann_tiling.py). setup.py builds it as ascend_ops._cann_flce_tiling
 // when the tool is beside the clone; impl="sim" runs the kernel with the tiling data it
 // returns, and tests/test_cann_tiling.py calls it over the shape grid.
 #include <algorithm>

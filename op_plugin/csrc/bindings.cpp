@@ -238,7 +238,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "The engine choice for `kind` on injected `available` engines and (engine, TFLOP/s) "
         "`timings`, with the environment's forcing (a test hook).");
   // linear_cross_entropy's logits-gradient cache (cpu/cross_entropy/lce_grad_cache.h); internal to
-  // python/ascend_ops/vocab_parallel.py, which checks the arguments.
+  // python/ascend_ops/training/lce/grad_cache.py (the arguments checked by lce/checks.py).
   m.def("cpu_scratch_ld", &ascend_ops::cpu::scratch_ld, py::arg("n"),
         "Leading dimension (>= n) the CPU kernels give a bf16 scratch matrix of n columns.");
   m.def("cpu_scratch_empty",

@@ -21,7 +21,7 @@ phase 1 receives is recorded and checked against CANN's and torch_npu's conventi
 
 Only a C++ compiler and torch are needed (no torch_npu), so this runs in the CPU suite too.
 NPU_LINK_CSRC=<another tree's op_plugin/csrc> builds that tree's adapter instead (with
-these test doubles): how the closing note of an issue shows a test failing before a fix.
+these test doubles), so each check can be seen to fail on an adapter that breaks its rule.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@
 //
 // The AIC drives the cube itself: it names MatmulImpl and calls Init(&tiling, &pipe) in its
 // own branch, as CANN's own FLCE kernel does (ops-nn v9.0.0 mem_friendly.h, the AIC branch).
-// CANN's kernel does not define ASCENDC_CUBE_ONLY (its _config.h includes lib/matmul_intf.h
+// CANN's kernel does not define ASCENDC_CUBE_ONLY (its …_config.h includes lib/matmul_intf.h
 // without it), and the macro changes nothing this file uses: in asc-devkit's matmul_intf.h
 // and kfc_register_obj.h it only chooses what the `Matmul` alias and REGIST_MATMUL_OBJ
 // mean. We define it so that, should either ever be used here, they mean the AIC's own

@@ -2,7 +2,7 @@
 // aclnn-style two-phase pair (…_workspace_size, then the call with that workspace), which
 // tiles with the same pure functions the CANN TilingFunc uses and launches the kernel
 // (one launch per call) through ICPU_RUN_KF. FLCE launches with the tiling its CANN
-// TilingFunc produced (the caller passes it in: python/ascend_ops/_cann_tiling.py). Errors come back as a non-zero status and asim_last_error().
+// TilingFunc produced (the caller passes it in: python/ascend_ops/sim/cann_tiling.py). Errors come back as a non-zero status and asim_last_error().
 #include <cstring>
 #include <exception>
 #include <stdexcept>

@@ -1,5 +1,5 @@
-// Which per-architecture builds of the CPU kernels this library holds (STYLE.md 16: the
-// build chooses, the run dispatches). setup.py compiles the x86 sources (the AVX2 and
+// Which per-architecture builds of the CPU kernels this library holds (as in PyTorch's
+// aten/src/ATen/native/cpu: the build chooses which code exists, the run dispatches). setup.py compiles the x86 sources (the AVX2 and
 // AVX512 kernels and their drivers, X86_ONLY_SOURCES there) only when the compiler targets
 // x86-64, and then defines ASCEND_OPS_X86_KERNELS=1. Every portable file that names an
 // x86 kernel does so under `#if ASCEND_OPS_X86_KERNELS`, so a build for another CPU

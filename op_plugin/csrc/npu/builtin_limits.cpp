@@ -17,7 +17,7 @@ constexpr uint64_t kUbBytes = kSocUbBytes - kLocalReservedBytes;  // 196352
 // --- aclnnFusedLinearCrossEntropyLossGrad: HighPerfTilingFunc -----------------------
 // hicann/ops-nn v9.0.0 matmul/fused_linear_cross_entropy_loss_grad/op_host/
 // fused_linear_cross_entropy_loss_grad_tiling.h:23 BUFFER_NUM, :32 IN_BYTE_SIZE, :34
-// TBUF_BYTE_SIZE, :44 SIZE_65535, :49 baseK; tiling.cpp cited at each use below.
+// TBUF_BYTE_SIZE, :44 SIZE_65535, :49 baseK; its …_tiling.cpp cited at each use below.
 constexpr uint64_t kBufferNum = 2;
 constexpr uint64_t kInByteSize = 4;  // the float32 softmax
 constexpr uint64_t kTbufByteSize = 32;

@@ -47,8 +47,8 @@ struct Sums {
 // Task = (block of rows, block of channels), read in memory order: row by row, the block's
 // channels' runs one after another, so each thread streams through one contiguous range
 // per row (as batch_norm_stats does; runs shorter than kShortRun: channel by channel). A
-// task per channel, as before 2026-12-03, jumped C·S elements between runs of S (784
-// elements at 32x256x28x28): 32 short streams per channel, each restarting the prefetcher.
+// task per channel would jump C·S elements between runs of S (784 elements at
+// 32x256x28x28): 32 short streams per channel, each restarting the prefetcher.
 // Each channel keeps its double lanes across the task's rows, added into its task sums at
 // the end.
 Sums channels_outer_sums(cpu::BnElem type, const char* dy, const char* x, int64_t item,

@@ -12,8 +12,9 @@
 //                            dx += G_c @ W_c, dW[c] = G_c.T @ x, db[c] = column sums   lce_options_backward
 //
 // bfloat16 and float16 on the GEMM layer's engines (float16: portable), float32 on ATen's
-// fp32 GEMM. Internal to python/ascend_ops/training (lce_options.py), which checks the
-// arguments: the operators that mirror CANN's ops (SPEC §1, §3) keep their contracts.
+// fp32 GEMM. Internal to python/ascend_ops/training/lce/route_cpu_options.py (the arguments
+// checked by lce/checks.py): the operators that mirror CANN's ops (SPEC §1, §3) keep their
+// contracts.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -9,7 +9,7 @@
 //   dL/dy_j   = alpha * p_j - beta * [j == t] - gamma * w_j     (w_j = 1 without weights)
 //   dL/draw_j = scale * (1 - (y_j / cap)^2) * dL/dy_j           (softcap off: scale * dL/dy_j)
 //
-// alpha, beta, gamma are the row's coefficients (training/options.py derives them from
+// alpha, beta, gamma are the row's coefficients (training/lce/option_math.py derives them from
 // label_smoothing, the class weights, lse_square_scale and the reduction, SPEC §7); the
 // stage does not know the reduction, the ranks or the upstream gradient.
 #pragma once

@@ -1,4 +1,4 @@
-// AVX512-BF16 implementation of bf16_kernels.h. This whole file is compiled for
+// AVX512-BF16 implementation of avx512_kernels.h. This whole file is compiled for
 // AVX512-F/BW/VL/BF16 (the pragma below); the library calls into it only after
 // avx512_kernels_supported() said the CPU has them. It includes no torch or std C++
 // headers, so no inline function compiled here can be picked by the linker for code

@@ -24,8 +24,8 @@ namespace {
 //           per 32-column B panel: micro-kernel, C tile 12 x 32 in registers for all kc
 //
 // Measured on AMD EPYC Zen 4 (2 vCPUs sharing one core; standalone harness, one thread,
-// medians of interleaved runs against a VDPBF16PS register-only loop): the old nest (a 12-row
-// A panel read in place, 256-column B tiles packed for the whole K, 192-row chunks) ran the
+// medians of interleaved runs against a VDPBF16PS register-only loop): a nest with a 12-row
+// A panel read in place, 256-column B tiles packed for the whole K and 192-row chunks ran the
 // step's products at 0.60-0.66 of that peak; with both operands packed, the K block 1024 to
 // 2048 deep and mc ~100 rows, 0.87-0.92 (kc 512: 0.86; mc 192: 0.82-0.86, the A blocks of
 // the two hardware threads then overflow the shared L2; nc 256 against 1024: 0.89 against
