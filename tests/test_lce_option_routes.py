@@ -110,6 +110,9 @@ def test_impl_that_cannot_run_the_call_raises_with_every_routes_reason():
     with pytest.raises(ValueError, match="cpu-options: runs on CPU tensors, got meta tensors"):
         ascend_ops.linear_cross_entropy(x.to("meta"), w.to("meta"), t.to("meta"), softcap=2.5,
                                         impl=routes.CPU_OPTIONS)
+    with pytest.raises(ValueError, match="npu-composition\\+custom: runs our Ascend C op in the "
+                                         "backward: 'npu_custom' needs our op package"):
+        ascend_ops.linear_cross_entropy(x, w, t, impl=routes.NPU_COMPOSITION_CUSTOM)
     with pytest.raises(ValueError, match="npu-operators: the options return_token_accuracy are "
                                          "beyond its operators \\(CANN's forward has no argmax"):
         ascend_ops.linear_cross_entropy(x, w, t, return_token_accuracy=True,

@@ -45,6 +45,9 @@ def needs(call: LceCall) -> tuple[str, ...]:
 def why_not(call: LceCall) -> str | None:
     """Why the installed op package (or adapter) cannot take this call's options, or None."""
     wanted = needs(call)
+    if not wanted:  # plain cross entropy: still our op package and the adapter's entry
+        reason = _support.unavailable_reason({"npu_custom": ()})
+        return None if reason is None else f"runs our Ascend C op in the backward: {reason}"
     reason = _support.unavailable_reason({name: CUSTOM_OP_NEEDS[name] for name in wanted})
     if reason is None:
         return None
