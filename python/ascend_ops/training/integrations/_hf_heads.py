@@ -19,7 +19,10 @@ computed by the forward itself. The scale and the soft-cap are linear_cross_entr
 `logit_scale` and `softcap` (SPEC §7: the scale first, then the cap; the head's bias is
 `linear_bias`), so a forward that scales after capping is refused, as is everything else a
 forward may do: another loss, a z-loss, writing into or cutting the logits, labels read
-before the head, the head called twice. `head_rule(model)` reads the forward with the
+before the head, the head called twice. A vision-language model whose head is its language
+model's (Llama 4: `language_model.lm_head`) is read through both forwards: the language
+model's, called without labels, up to the logits it returns; the outer one from there.
+`head_rule(model)` reads the forward with the
 model's own configuration (a branch whose condition is false is not taken) and returns the
 HeadRule or raises NotPatchable, whose message names the statement it cannot take.
 """
