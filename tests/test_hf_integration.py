@@ -346,14 +346,17 @@ def test_unsupported_models_are_refused_naming_the_class():
     bert = transformers.BertLMHeadModel(transformers.BertConfig(
         vocab_size=V, hidden_size=H, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=64, is_decoder=True))
-    with pytest.raises(ValueError, match="BertLMHeadModel is not a supported causal LM"):
+    with pytest.raises(ValueError, match="BertLMHeadModel cannot be patched: BertLMHeadModel's "
+                                         "head is cls.predictions.decoder, inside a module"):
         aot.apply(bert)
 
     class MyLlama(transformers.LlamaForCausalLM):
         def forward(self, *args, **kwargs):
             return super().forward(*args, **kwargs)
 
-    with pytest.raises(ValueError, match="MyLlama overrides the forward of LlamaForCausalLM"):
+    with pytest.raises(ValueError, match=r"MyLlama cannot be patched \(MyLlama overrides the "
+                                         r"forward of LlamaForCausalLM\): MyLlama.forward does "
+                                         r"not call its head self.lm_head"):
         aot.apply(MyLlama(CONFIGS["llama"]()))
 
 

@@ -36,7 +36,7 @@ class Patch:
     vocab_start_index: int | None
     eval_logits: bool
     labels_position: int | None  # index of `labels` among the forward's positional args
-    rule: object = None  # the model's HeadRule (_hf_heads.py)
+    rule: object = None  # what the forward does between head and loss (_hf_heads.HeadRule)
 
     def describe(self) -> str:
         return f"ascend_ops: loss from linear_cross_entropy ({self.mode}), no logits with labels"
@@ -123,15 +123,16 @@ class PatchedForward:
             capture.capturing = False
         loss = causal_lm_loss(
             hidden, head.weight, labels, linear_bias=head.bias,
-            label_smoothing=label_smoothing, **patch.rule.options(model),
+            label_smoothing=label_smoothing, **patch.rule.options(),
             shift_labels=kwargs.get("shift_labels"),
             ignore_index=kwargs.get("ignore_index", -100),
             num_items_in_batch=kwargs.get("num_items_in_batch"),
             compute_dtype=patch.compute_dtype, process_group=patch.process_group,
             vocab_start_index=patch.vocab_start_index, mode=patch.mode)
         aux_loss = getattr(outputs, "aux_loss", None)
-        if aux_loss is not None:  # MoE: what the model adds to its loss when given labels
-            loss = loss + model.router_aux_loss_coef * aux_loss.to(loss.device)
+        if aux_loss is not None and patch.rule.aux_loss_coef is not None:
+            # MoE: what the forward adds to its loss when given labels
+            loss = loss + patch.rule.aux_loss_coef * aux_loss.to(loss.device)
         fields = {f.name: getattr(outputs, f.name) for f in dataclasses.fields(outputs)}
         fields.update(loss=loss, logits=None)
         if return_dict:
