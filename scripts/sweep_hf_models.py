@@ -3,8 +3,9 @@ the loss patch's checker (ascend_ops/training/integrations/_hf_check.py): a tiny
 of each, unpatched against patched, loss and gradients, float32 and bfloat16.
 
 Writes the verdicts that ship with the package and that `apply` reads
-(python/ascend_ops/training/integrations/hf_verdicts.json) and the table of
-docs/integrations.md (between its sweep markers). One thread, 1 to 2 minutes.
+(python/ascend_ops/training/integrations/hf_verdicts.json), their table (docs/hf_models.csv,
+one row per class) and its summary line in docs/integrations.md (between its sweep
+markers). One thread, 1 to 2 minutes.
 
     python scripts/sweep_hf_models.py               # the sweep; rewrites both files
     python scripts/sweep_hf_models.py --only llama LlavaForConditionalGeneration
@@ -15,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import csv
+import io
 import json
 import os
 import pathlib
@@ -32,7 +35,8 @@ from ascend_ops.training.integrations import _hf_check as check  # noqa: E402
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 VERDICTS = ROOT / "python" / "ascend_ops" / "training" / "integrations" / "hf_verdicts.json"
 DOC = ROOT / "docs" / "integrations.md"
-BEGIN, END = "<!-- sweep table: scripts/sweep_hf_models.py writes below -->", "<!-- sweep table end -->"
+TABLE = ROOT / "docs" / "hf_models.csv"
+BEGIN, END = "<!-- sweep summary: scripts/sweep_hf_models.py writes below -->", "<!-- sweep summary end -->"
 ORDER = ("exact", "differs", "refused", "not run")
 
 
@@ -56,29 +60,34 @@ def sweep(only: list[str]) -> dict[str, check.Verdict]:
     return out
 
 
-def table(verdicts: dict[str, check.Verdict]) -> str:
+def summary(verdicts: dict[str, check.Verdict]) -> str:
     counts = collections.Counter(v.verdict for v in verdicts.values())
-    lines = [f"Transformers {transformers.__version__}, torch {torch.__version__}: "
-             f"{len(verdicts)} classes, "
-             + ", ".join(f"{counts[k]} {k}" for k in ORDER if counts[k]) + ". "
-             f"Sample: in the test suite (tests/test_hf_models.py). Between head and loss: what "
-             f"the tiny model's forward does there (its values are the tiny configuration's).",
-             "",
-             "| class | model type | mapping | verdict | sample | between head and loss, or why not |",
-             "|---|---|---|---|---|---|"]
+    return (f"Transformers {transformers.__version__}, torch {torch.__version__}: "
+            f"{len(verdicts)} classes, "
+            + ", ".join(f"{counts[k]} {k}" for k in ORDER if counts[k]) + ".")
+
+
+def table(verdicts: dict[str, check.Verdict]) -> str:
+    """One CSV row per class: its verdict, whether the suite's sample holds it, and what its
+    tiny model's forward does between head and loss (exact) or why it was not (the rest)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["class", "model_type", "mapping", "verdict", "in_suite_sample",
+                     "between_head_and_loss_or_why_not"])
     for v in sorted(verdicts.values(), key=lambda v: (ORDER.index(v.verdict), v.name)):
-        mapping = " + ".join("CLM" if m == "causal-lm" else "ITT" for m in v.mappings)
-        why = v.rule if v.verdict == "exact" else v.reason
-        why = why.replace("|", "\\|")
-        lines.append(f"| `{v.name}` | {v.model_type} | {mapping} | {v.verdict} | "
-                     f"{'yes' if v.name in check.SAMPLE else ''} | {why} |")
-    return "\n".join(lines) + "\n"
+        mapping = "+".join("causal-lm" if m == "causal-lm" else "image-text-to-text"
+                           for m in v.mappings)
+        writer.writerow([v.name, v.model_type, mapping, v.verdict,
+                         "yes" if v.name in check.SAMPLE else "",
+                         v.rule if v.verdict == "exact" else v.reason])
+    return out.getvalue()
 
 
-def write_doc(text: str) -> None:
+def write_docs(verdicts: dict[str, check.Verdict]) -> None:
+    TABLE.write_text(table(verdicts))
     doc = DOC.read_text()
     start, end = doc.index(BEGIN) + len(BEGIN), doc.index(END)
-    DOC.write_text(doc[:start] + "\n\n" + text + "\n" + doc[end:])
+    DOC.write_text(doc[:start] + "\n" + summary(verdicts) + "\n" + doc[end:])
 
 
 def main() -> int:
@@ -100,8 +109,9 @@ def main() -> int:
         "counts": {k: counts[k] for k in ORDER},
         "classes": {n: v.to_json() for n, v in sorted(verdicts.items())},
     }, indent=1, sort_keys=False) + "\n")
-    write_doc(table(verdicts))
-    print(f"wrote {VERDICTS.relative_to(ROOT)} and the table of {DOC.relative_to(ROOT)}")
+    write_docs(verdicts)
+    print(f"wrote {VERDICTS.relative_to(ROOT)}, {TABLE.relative_to(ROOT)} and the summary in "
+          f"{DOC.relative_to(ROOT)}")
     return 0
 
 

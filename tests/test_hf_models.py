@@ -362,3 +362,18 @@ def test_own_classes_are_read_from_this_file():
 
     assert "logits * self.config.output_scale" in textwrap.dedent(
         inspect.getsource(ScaledLlama.forward))
+
+
+def test_the_docs_table_is_the_shipped_verdicts():
+    """docs/hf_models.csv and hf_verdicts.json are written together by the sweep: the same
+    classes with the same verdicts."""
+    import csv
+    import json
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    shipped = json.loads((root / "python" / "ascend_ops" / "training" / "integrations"
+                          / "hf_verdicts.json").read_text())["classes"]
+    with open(root / "docs" / "hf_models.csv", newline="") as f:
+        table = {row["class"]: row["verdict"] for row in csv.DictReader(f)}
+    assert table == {name: v["verdict"] for name, v in shipped.items()}
