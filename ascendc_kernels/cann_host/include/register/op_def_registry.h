@@ -37,6 +37,8 @@ class Shape {
   explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
   size_t GetDimNum() const { return dims_.size(); }
   int64_t GetDim(size_t i) const { return i < dims_.size() ? dims_[i] : 0; }
+  void SetDimNum(size_t n) { dims_.resize(n); }
+  void SetDim(size_t i, int64_t d) { if (i < dims_.size()) dims_[i] = d; }
  private:
   std::vector<int64_t> dims_;
 };
@@ -176,7 +178,9 @@ class OpAttrDef {
  public:
   explicit OpAttrDef(std::string name) : name(std::move(name)) {}
   OpAttrDef& AttrType(Option o) { option = o; return *this; }
+  OpAttrDef& Float() { return *this; }  // the type alone: a REQUIRED attribute has no default
   OpAttrDef& Float(float v) { value = v; return *this; }
+  OpAttrDef& Bool() { return *this; }
   OpAttrDef& Bool(bool v) { value = v; return *this; }
   std::string name;
   Option option = REQUIRED;
