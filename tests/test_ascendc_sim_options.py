@@ -321,3 +321,19 @@ def test_the_custom_route_runs_this_kernel_and_matches_float64_autograd(names, r
 
 
 ROUTE_TOLERANCE = {torch.bfloat16: 4e-3, torch.float16: 1e-3}
+
+
+@pytest.mark.parametrize("cap", [1e-40, 1e-38, 30.0])
+def test_softcap_slope_is_finite_for_any_positive_cap(cap):
+    # 2/cap overflows float below 2/FLT_MAX (a subnormal cap): the kernel clamps it, so a
+    # zero logit keeps t = 0 and slope 1 instead of inf·0 = NaN; every other logit saturates
+    # (slope 0) as tanh does. Rows 0 and 1 of x are zero: their logits are 0 exactly.
+    x, w, target, mask, o = problem(6, 16, 300, torch.bfloat16, ("softcap",), seed=3)
+    x[:2] = 0
+    o["softcap"] = cap
+    got = run(x, w, target, mask, o, MEMORY_SAVING)
+    want = reference(x, w, target, mask, o)
+    for name, g, r in zip(("input_grad", "weight_grad"), got, want):
+        assert torch.isfinite(g).all(), name
+        torch.testing.assert_close(g.double(), r, rtol=2e-2, atol=2e-3 * r.abs().max().item() + 1e-6, msg=name)
+    assert got[0][:2].abs().max() > 0  # the zero logits' rows keep slope 1: their G reaches input_grad

@@ -183,7 +183,10 @@ class GStage {
       if (scaled) Muls(p, p, o_.logitScale, n);
       if (softcap) {  // t = tanh(p / cap) = 1 − 2/(exp(2p/cap) + 1); y = cap·t
         LocalTensor<float> two = scratchBuf_.Get<float>();
-        Muls(t, p, 2.0f / o_.softcap, n);
+        // 2/cap clamped to the largest float: below 2/FLT_MAX (a subnormal cap) it would be
+        // inf, and inf · 0 a NaN at a zero logit; the clamped product still saturates t.
+        const float twoOverCap = o_.softcap > 2.0f / 3.40282347e38f ? 2.0f / o_.softcap : 3.40282347e38f;
+        Muls(t, p, twoOverCap, n);
         Exp(t, t, n);
         Adds(t, t, 1.0f, n);
         Duplicate(two, 2.0f, n);
