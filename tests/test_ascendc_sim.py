@@ -574,3 +574,53 @@ def test_a_struct_changed_on_one_side_is_named():
     problems = _sim.layout_mismatches(_sim.library(), {OldPlatform: "PlatformFacts", Renamed: "AsimCounters"})
     assert f"PlatformFacts: {ctypes.sizeof(_sim.PlatformFacts)} bytes in C, 20 in Python" in problems
     assert "AsimCounters.gm_bytes: missing in C, offset 0 in Python" in problems
+
+
+# --- A2 field widths: the simulator fails where the device would silently truncate ---------
+
+# Probe number in ascendc_kernels/sim/selftest/selftest_field_kernel.cpp -> what the message names.
+FIELD_PROBES = {
+    "nd2nz_src_d_value_of_a": (1, "Matmul A load: Nd2NzParams.srcDValue = 65552"),
+    "nd2nz_src_d_value_of_a_transposed": (2, "Matmul A (transposed) load: Nd2NzParams.srcDValue = 65552"),
+    "nd2nz_src_d_value_of_b": (3, "Matmul B load: Nd2NzParams.srcDValue = 65552"),
+    "nd2nz_src_d_value_of_b_transposed": (4, "Matmul B (transposed) load: Nd2NzParams.srcDValue = 65552"),
+    "matmul_org_shape_is_int": (5, "orgM = 2147483648 does not fit the int CANN's Matmul API takes"),
+    "data_copy_ext_block_count": (21, "DataCopyExtParams.blockCount = 65537"),
+    "data_copy_ext_block_len": (22, "DataCopyExtParams.blockLen = 4294967360"),
+    "data_copy_ext_src_stride": (23, "DataCopyExtParams.srcStride = 4294967296"),
+    "data_copy_ext_dst_stride": (24, "DataCopyExtParams.dstStride = 4294967296"),
+    "data_copy_block_len": (25, "past DataCopyParams.blockLen's 16 bits"),
+}
+
+
+@pytest.mark.parametrize("field", FIELD_PROBES)
+def test_each_a2_field_width_stops_a_probe_that_would_truncate(field):
+    probe, words = FIELD_PROBES[field]
+    error, _, _ = _sim.run_selftest_fields(probe)
+    assert error is not None and words in error, error
+    if probe <= 4:  # the message says what the device would do and how to avoid it
+        assert "would copy with 16 instead" in error and "kernel_struct_data_copy.h:300" in error, error
+        assert "GetNormalConfig(true)" in error, error
+
+
+@pytest.mark.parametrize("operand", [1, 2, 3, 4], ids=["a", "a_transposed", "b", "b_transposed"])
+def test_intrinsics_check_takes_a_pitch_past_16_bits_and_computes_the_right_product(operand):
+    # The same operands with GetNormalConfig(true): the library copies each fill row by row.
+    error, c, expected = _sim.run_selftest_fields(operand + 10)
+    assert error is None, error
+    torch.testing.assert_close(c, expected, rtol=1e-5, atol=1e-4)
+    assert c.abs().max() > 1
+
+
+@pytest.mark.parametrize("mode", [testing.MEMORY_SAVING, testing.HIGH_PERFORMANCE])
+@pytest.mark.parametrize("v", [65536, 131072])
+def test_flce_kernel_at_a_vocabulary_past_the_16_bit_pitch(v, mode):
+    # High-performance mode's G lies over the softmax at row pitch 2V, past 65535 here: its
+    # GEMMs copy those fills row by row (intrinsicsCheck); memory-saving mode's pitches stay
+    # H and a window's columns. Small BT and H keep the run short; targets in the last
+    # vocabulary block and on the 32768 / 65536 boundaries.
+    bt, h = 5, 16
+    inputs = testing.flce_inputs(FlceCase(bt, h, v, torch.bfloat16, mode, "bool", torch.int64, seed=12))
+    inputs["target_mask"][:] = False
+    inputs["masked_target"][:] = torch.tensor([v - 1, 32768, 65535, 0, v // 2 + 1])
+    assert_matches(_flce_sim(inputs, ai_cores=4), testing.flce_oracle(inputs), testing.flce_naive(inputs))

@@ -150,6 +150,8 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
     return ge::GRAPH_FAILED;
   const AscendC::tiling::TCubeTiling mms[] = {d.logitsMm, d.inputGradMm, d.weightGradMm};
   if (!ascend_ops_kernels::FlceCubeBufferError(mms, 3, platform).empty()) return ge::GRAPH_FAILED;
+  if (!ascend_ops_kernels::FlceFillError(d.inputGradMm, d.weightGradMm, shape.v, shape.mode).empty())
+    return ge::GRAPH_FAILED;
   context->SetBlockDim(tiling.blockDim);
   // Batch mode: the launch holds all its cores before any starts; the cross-core flags
   // and SyncAll would deadlock against another stream's kernel holding some of them.

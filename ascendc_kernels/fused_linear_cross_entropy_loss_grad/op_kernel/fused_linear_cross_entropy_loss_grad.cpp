@@ -59,6 +59,16 @@ constexpr uint16_t FLAG_STEP_DONE = 7;  // mode 0, all AICs: this core's tiles o
 
 // ---- the cube core ------------------------------------------------------------------
 
+// The Matmul library copies each L1 fill GM -> L1 with one ND->NZ DataCopy whose source row
+// pitch (srcDValue, the operand's org row length) is a uint16_t on A2, range [1, 65535]
+// (asc-devkit kernel_struct_data_copy.h:300; data_copy_wrapper_nd.h:85): a longer pitch
+// would be truncated and the fill read the wrong rows. High-performance mode's A is G over
+// the softmax, row pitch 2V, past it from V = 32768: its GEMMs take intrinsicsCheck, with
+// which the library copies such a fill row by row (data_copy_wrapper_nd.h:105-113).
+// Memory-saving mode's pitches are H (x, w; the TilingFunc refuses H > 65535) and a window's
+// columns (at most 2048), so its objects keep CFG_NORM, one copy per fill.
+constexpr MatmulConfig kFlceLongRowsCfg = GetNormalConfig(true);
+
 template <typename T, bool kMemorySaving>
 class CubeSide {
   using AType = MatmulType<TPosition::GM, CubeFormat::ND, T, true>;
@@ -67,6 +77,8 @@ class CubeSide {
   // The backward GEMMs' C: fp32 accumulators (memory-saving), the outputs themselves (high-performance).
   using GradT = typename std::conditional<kMemorySaving, float, T>::type;
   using GradType = MatmulType<TPosition::GM, CubeFormat::ND, GradT>;
+  using GradMatmul = typename std::conditional<kMemorySaving, MatmulImpl<AType, BType, GradType, GradType, CFG_NORM>,
+                                               MatmulImpl<AType, BType, GradType, GradType, kFlceLongRowsCfg>>::type;
 
  public:
   __aicore__ inline explicit CubeSide(const FusedLinearCrossEntropyLossGradTilingData& tiling) : t_(tiling) {}
@@ -185,7 +197,7 @@ class CubeSide {
   const FusedLinearCrossEntropyLossGradTilingData& t_;
   TPipe pipe_;
   MatmulImpl<AType, BType, LogitsType> logitsMm_;
-  MatmulImpl<AType, BType, GradType> inputGradMm_, weightGradMm_;
+  GradMatmul inputGradMm_, weightGradMm_;
   GlobalTensor<T> xGm_, wGm_, gWindowGm_[2];
   GlobalTensor<float> logitsGm_;
   // The backward tiles' C: the fp32 accumulators [BT + V, H] (memory-saving), or input_grad

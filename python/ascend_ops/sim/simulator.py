@@ -182,6 +182,8 @@ if _lib is not None:
     _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_mix.argtypes = [ctypes.c_int32, _u32, _vp, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_gm.argtypes = [ctypes.c_int32, _u32, _vp, ctypes.c_char_p, _u64]
+    _lib.asim_run_selftest_fields.argtypes = [ctypes.c_int32, _vp, _u64, _vp, _u64, _vp, _u64, ctypes.c_char_p,
+                                              _u64]
     _lib.asim_run_selftest_cast.argtypes = [_u32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_batch_norm_reduce_backward_tiling.restype = None
     _lib.asim_platform_910b.argtypes = [ctypes.POINTER(PlatformFacts)]
@@ -347,6 +349,11 @@ class FlceOptions:
         return 32 | 64 | 128 | (8 if self.bias is not None else 0) | (16 if self.class_weight is not None else 0)
 
 
+#: How impl="sim" starts the error for a shape the op package's kernel cannot take (its
+#: TilingFunc refuses it; docs/npu.md, "Our package's limits").
+OP_PACKAGE_REFUSAL = "fused_linear_cross_entropy_loss_grad: the op package refuses"
+
+
 def flce_tiling_func(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving: bool, target64: bool,
                      ai_cores: int = 0, options: FlceOptions | None = None) -> _cann_tiling.FlceTilingFuncResult:
     """The FLCE TilingFunc's answer for this call (CANN's Matmul tiling inside), as the
@@ -358,6 +365,13 @@ def flce_tiling_func(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving:
                                       logit_scale=options.logit_scale if options is not None else 1.0,
                                       softcap=options.softcap if options is not None else 0.0)
     if not result.ok:
+        # The limits of the package's kernel (H, V) are the plain tiling's to name.
+        plain = FlceTiling()
+        library().asim_fused_linear_cross_entropy_loss_grad_tiling(
+            _u64(bt), _u64(h), _u64(v), _u32(2 if dtype == torch.bfloat16 else 1), _u32(0 if memory_saving else 1),
+            ctypes.c_int(1), ctypes.c_int(int(target64)), ctypes.byref(platform_910b()), ctypes.byref(plain))
+        if plain.error and bt > 0 and h > 0:
+            raise ValueError(f"{OP_PACKAGE_REFUSAL} BT={bt} H={h} V={v}: {plain.error.decode()}")
         raise SimulatorError(f"fused_linear_cross_entropy_loss_grad: the TilingFunc failed for BT={bt} H={h} "
                              f"V={v} (GRAPH_FAILED){': ' + result.log.strip() if result.log.strip() else ''}")
     if len(result.tiling) != ctypes.sizeof(FlceTilingData):
@@ -425,6 +439,44 @@ def run_selftest_mix(bug: int, blocks: int = 2, check_determinism: bool = False
     status = library().asim_run_selftest_mix(bug, blocks, _ptr(a), _ptr(b), _ptr(y), int(check_determinism),
                                              message, len(message))
     return (message.value.decode() if status else None), y[:blocks], (a, b)
+
+
+FIELD_PROBE_PITCH = 65552  # the long operand's row pitch in the field probes: past 65535, 16 when truncated
+
+
+def run_selftest_fields(probe: int) -> tuple[str | None, torch.Tensor, torch.Tensor]:
+    """Runs one probe of the simulator's A2 field-width self-test kernel
+    (sim/selftest/selftest_field_kernel.cpp). Matmul probes 1-4 (+10 with intrinsicsCheck):
+    C [16, 16] = A [16, 32] · B [32, 16] with A (1), Aᵀ-stored A (2), B (3) or Bᵀ-stored B (4)
+    at row pitch FIELD_PROBE_PITCH. Returns the simulator's error (None when clean), C and
+    the float64 product of the same operands."""
+    m, n, k, pitch = 16, 16, 32, FIELD_PROBE_PITCH
+    operand = probe % 10 if probe < 20 else 0
+    generator = torch.Generator().manual_seed(11)
+    a_logical = torch.randn(m, k, generator=generator).half()
+    b_logical = torch.randn(k, n, generator=generator).half()
+
+    def stored(matrix: torch.Tensor, long: bool) -> torch.Tensor:
+        """`matrix` [rows, cols] row-major at row pitch `pitch` (long) or compact, flat."""
+        rows, cols = matrix.shape
+        row_pitch = pitch if long else cols
+        flat = torch.full(((rows - 1) * row_pitch + cols,), float("nan"), dtype=torch.half)
+        for r in range(rows):
+            flat[r * row_pitch:r * row_pitch + cols] = matrix[r]
+        return flat
+
+    a = stored(a_logical.t().contiguous() if operand == 2 else a_logical, operand in (1, 2))
+    b = stored(b_logical if operand == 3 else b_logical.t().contiguous(), operand in (3, 4))
+    if probe >= 20:  # the DataCopy probes read (at most) the first 512 elements of a
+        a = torch.zeros(1 << 21, dtype=torch.half)
+    c_pitch = pitch if operand == 3 else n  # C's row pitch is orgN, B's when B is the long one
+    y = torch.zeros((m - 1) * c_pitch + n)
+    message = ctypes.create_string_buffer(4096)
+    status = library().asim_run_selftest_fields(probe, _ptr(a), a.numel(), _ptr(b), b.numel(), _ptr(y), y.numel(),
+                                                message, len(message))
+    expected = (a_logical.double() @ b_logical.double()).float()
+    c = torch.stack([y[r * c_pitch:r * c_pitch + n] for r in range(m)])
+    return (message.value.decode() if status else None), c, expected
 
 
 def run_selftest_gm(bug: int, blocks: int = 3) -> tuple[str | None, torch.Tensor]:
