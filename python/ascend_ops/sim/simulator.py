@@ -355,23 +355,21 @@ OP_PACKAGE_REFUSAL = "fused_linear_cross_entropy_loss_grad: the op package refus
 
 
 def flce_tiling_func(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving: bool, target64: bool,
-                     ai_cores: int = 0, options: FlceOptions | None = None) -> _cann_tiling.FlceTilingFuncResult:
+                     ai_cores: int = 0, options: FlceOptions | None = None) -> _cann_tiling.TilingFuncResult:
     """The FLCE TilingFunc's answer for this call (CANN's Matmul tiling inside), as the
-    simulator launches it; raises SimulatorError if the TilingFunc fails, and
-    CannTilingUnavailable when it was not built."""
+    simulator launches it; raises ValueError with its reason when the TilingFunc refuses
+    the call, SimulatorError when it fails otherwise, and CannTilingUnavailable when it
+    was not built."""
     result = _cann_tiling.flce_tiling(bt, h, v, bf16=dtype == torch.bfloat16, mode=0 if memory_saving else 1,
                                       target64=target64, ai_cores=ai_cores,
                                       options=options.input_bits if options is not None else 0,
                                       logit_scale=options.logit_scale if options is not None else 1.0,
                                       softcap=options.softcap if options is not None else 0.0)
     if not result.ok:
-        # The limits of the package's kernel (H, V) are the plain tiling's to name.
-        plain = FlceTiling()
-        library().asim_fused_linear_cross_entropy_loss_grad_tiling(
-            _u64(bt), _u64(h), _u64(v), _u32(2 if dtype == torch.bfloat16 else 1), _u32(0 if memory_saving else 1),
-            ctypes.c_int(1), ctypes.c_int(int(target64)), ctypes.byref(platform_910b()), ctypes.byref(plain))
-        if plain.error and bt > 0 and h > 0:
-            raise ValueError(f"{OP_PACKAGE_REFUSAL} BT={bt} H={h} V={v}: {plain.error.decode()}")
+        # The TilingFunc logs why: what the call passed (a shape the package's kernel cannot
+        # take, an option it refuses) is the caller's ValueError; anything else is ours.
+        if result.refusal is not None:
+            raise ValueError(f"{OP_PACKAGE_REFUSAL} BT={bt} H={h} V={v}: {result.refusal}")
         raise SimulatorError(f"fused_linear_cross_entropy_loss_grad: the TilingFunc failed for BT={bt} H={h} "
                              f"V={v} (GRAPH_FAILED){': ' + result.log.strip() if result.log.strip() else ''}")
     if len(result.tiling) != ctypes.sizeof(FlceTilingData):
@@ -380,7 +378,7 @@ def flce_tiling_func(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving:
     return result
 
 
-def flce_tiling_data(result: _cann_tiling.FlceTilingFuncResult) -> FlceTilingData:
+def flce_tiling_data(result: _cann_tiling.TilingFuncResult) -> FlceTilingData:
     """The TilingFunc's raw tiling data as the kernel reads it."""
     return FlceTilingData.from_buffer_copy(result.tiling)
 

@@ -2,7 +2,7 @@
 // register/op_def_registry.h (ge:: status and dtype codes, gert::TilingContext and the
 // InferShape/InferDataType contexts, ops::OpDef and OP_ADD), so that the TilingFunc, as
 // shipped, compiles on the host against CANN's real Matmul tiling library
-// (../shared/tools/cann-matmul-tiling) and runs in the tests (../flce_tiling_host.cpp).
+// (../shared/tools/cann-matmul-tiling) and runs in the tests (../tiling_func_host.cpp).
 // Only the calls our _def.cpp files make exist; each behaves as CANN documents it for a
 // TilingFunc (a missing optional input reads as nullptr, the raw tiling buffer has a
 // capacity, GetWorkspaceSizes(n) hands out n slots). OP_ADD records the op type with its
