@@ -166,6 +166,28 @@ def test_options_over_several_windows_and_vocabulary_tails(mode):
     check(run(x, w, target, mask, o, mode, ai_cores=24), reference(x, w, target, mask, o), torch.bfloat16)
 
 
+
+def test_high_performance_class_weights_past_one_chunk_are_read_once_per_vector_core():
+    # V past two chunks (9728 columns a chunk with class weights, bf16) with a tail: each
+    # vector core goes chunk by chunk over its rows, so it reads each chunk's weights once.
+    # Row by row it would read all V of them per row: BT·V·4 bytes, 10x more here.
+    bt, h, v, ai_cores = 40, 8, 20011, 2
+    x, w, target, mask, o = problem(bt, h, v, torch.bfloat16, ("class_weight", "gamma"), seed=6)
+    target[:4] = torch.tensor([v - 1, 9728, 9727, 19456])  # on the chunk edges and the tail
+    mask[:4] = False
+    options = _sim.FlceOptions(o["alpha"], o["beta"], o["gamma"], None, o["class_weight"])
+    chunk = _sim.flce_tiling_data(_sim.flce_tiling_func(bt, h, v, torch.bfloat16, False, True, ai_cores,
+                                                        options=options)).chunkCols
+    assert 2 * chunk < v < 3 * chunk
+    got = run(x, w, target, mask, o, HIGH_PERFORMANCE, ai_cores=ai_cores)
+    with_weights = _sim.last_counters().gm_read_bytes
+    check(got, reference(x, w, target, mask, o), torch.bfloat16)
+    run(x, w, target, mask, dict(o, class_weight=None), HIGH_PERFORMANCE, ai_cores=ai_cores)
+    weight_bytes = with_weights - _sim.last_counters().gm_read_bytes
+    vector_cores = 2 * ai_cores
+    # Measured 328800: 320176 of weights and the per-chunk row scalars of one chunk more.
+    assert vector_cores * v * 4 <= weight_bytes <= vector_cores * (v * 4 + 4096), weight_bytes
+
 def test_with_unit_coefficients_the_options_kernel_is_the_plain_kernel():
     # alpha = beta = grad, gamma 0, no bias, scale 1, no cap: the options variant computes
     # what the plain one does (the same casts, in the same order), bit for bit.

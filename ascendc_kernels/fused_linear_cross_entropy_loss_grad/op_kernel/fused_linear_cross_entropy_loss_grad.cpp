@@ -275,10 +275,16 @@ class VectorSide {
 
   __aicore__ inline void RunHighPerformance() {
     const uint64_t me = GetBlockIdx(), all = GetBlockNum() * GetTaskRatio();
-    for (uint64_t row = t_.bt * me / all; row < t_.bt * (me + 1) / all; ++row) {
-      const GRowScalars r = g_.Row(row, true);
-      for (uint64_t c0 = 0; c0 < t_.v; c0 += t_.chunkCols) {
-        const uint32_t cols = static_cast<uint32_t>(t_.v - c0 < t_.chunkCols ? t_.v - c0 : t_.chunkCols);
+    const uint64_t row0 = t_.bt * me / all, rowEnd = t_.bt * (me + 1) / all;
+    // Chunk by chunk, and within a chunk this core's rows: a chunk's class weights are
+    // loaded once for all of them (V > chunkCols gives a row several chunks; row by row,
+    // each row would reload all V of them, as many bytes as its softmax).
+    for (uint64_t c0 = 0; c0 < t_.v && row0 < rowEnd; c0 += t_.chunkCols) {
+      const uint32_t cols = static_cast<uint32_t>(t_.v - c0 < t_.chunkCols ? t_.v - c0 : t_.chunkCols);
+      g_.LoadColumns(c0, cols);  // options: this chunk's class weights
+      for (uint64_t row = row0; row < rowEnd; ++row) {
+        // Each row's target is checked once, in its first chunk.
+        const GRowScalars r = g_.Row(row, c0 == 0);
         // In place: G's chunk goes to bytes [4V·row + 2·c0, 4V·row + 2·(c0 + cols)), all of
         // them softmax columns below c0 + cols of this row, which are read by then.
         LocalTensor<float> p = pQue_.AllocTensor<float>();
@@ -287,7 +293,6 @@ class VectorSide {
         pQue_.EnQue(p);
         p = pQue_.DeQue<float>();
         LocalTensor<T> g = gQue_.AllocTensor<T>();
-        g_.LoadColumns(c0, cols);  // options: this chunk's class weights (once when V fits one chunk)
         g_.Apply(p, g, cols, c0, r);
         gQue_.EnQue(g);
         pQue_.FreeTensor(p);

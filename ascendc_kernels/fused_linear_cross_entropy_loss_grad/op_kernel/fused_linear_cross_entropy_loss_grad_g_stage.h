@@ -92,7 +92,8 @@ class GStage {
   }
 
   // Loads the bias and class weights of columns [col0, col0 + cols) into UB, unless they
-  // are there already (memory-saving: once per logits task; high-performance: per chunk).
+  // are there already (memory-saving: once per logits task, the one column block of a
+  // window this core works on; high-performance: once per chunk for all of a core's rows).
   __aicore__ inline void LoadColumns(uint64_t col0, uint32_t cols) {
     if constexpr (kOptions) {
       const uint32_t wanted = kFromLogits ? uint32_t(kFlceOptBias | kFlceOptClassWeight)

@@ -278,15 +278,14 @@ class Model {
     }
   }
 
-  // High-performance mode's G pass of one AIV: its rows, in chunks, in place.
+  // High-performance mode's G pass of one AIV: chunk by chunk, its rows, in place.
   void GPassWork(uint64_t aiv, uint64_t aivs, std::vector<Piece>& work) {
-    for (uint64_t row = t_.bt * aiv / aivs; row < t_.bt * (aiv + 1) / aivs; ++row) {
-      Piece scalars;
-      RowScalars(row, scalars);
-      work.push_back(std::move(scalars));
-      for (uint64_t c0 = 0; c0 < t_.v; c0 += t_.chunkCols) {
-        const uint64_t cols = std::min<uint64_t>(t_.chunkCols, t_.v - c0);
+    const uint64_t row0 = t_.bt * aiv / aivs, rowEnd = t_.bt * (aiv + 1) / aivs;
+    for (uint64_t c0 = 0; c0 < t_.v && row0 < rowEnd; c0 += t_.chunkCols) {
+      const uint64_t cols = std::min<uint64_t>(t_.chunkCols, t_.v - c0);
+      for (uint64_t row = row0; row < rowEnd; ++row) {
         Piece piece;
+        RowScalars(row, piece);
         piece.ranges.push_back({softmax_ + (row * t_.v + c0) * 4, cols * 4, Use::Read, true});
         piece.ranges.push_back({softmax_ + (row * 2 * t_.v + c0) * e_, cols * e_, Use::Write, true});
         piece.seconds = 2.0 * Repeats(cols) / p_.vectorClockHz;  // Muls, Cast
