@@ -624,3 +624,31 @@ def test_flce_kernel_at_a_vocabulary_past_the_16_bit_pitch(v, mode):
     inputs["target_mask"][:] = False
     inputs["masked_target"][:] = torch.tensor([v - 1, 32768, 65535, 0, v // 2 + 1])
     assert_matches(_flce_sim(inputs, ai_cores=4), testing.flce_oracle(inputs), testing.flce_naive(inputs))
+
+
+# --- Rule G: the vector pipe's own order (auto-sync off) ------------------------------------
+
+VECTOR_HAZARDS = {  # order -> what the simulator names
+    "raw": "the vector pipe's Muls reads UB bytes [0, 256) that its earlier Adds wrote, with no PipeBarrier<PIPE_V>",
+    "war": "the vector pipe's Duplicate writes UB bytes [0, 256) that its earlier Muls reads",
+    "waw": "the vector pipe's Duplicate writes UB bytes [0, 256) that its earlier Duplicate wrote",
+}
+
+
+@pytest.mark.parametrize("order", VECTOR_HAZARDS)
+def test_a_same_pipe_hazard_without_a_barrier_fails_with_auto_sync_off(order):
+    error, _ = _sim.run_selftest_vector_order(order)
+    assert error is not None and VECTOR_HAZARDS[order] in error, error
+    # Built with bisheng's auto-sync the compiler inserts the barrier: the same kernel runs.
+    error, y = _sim.run_selftest_vector_order(order, auto_sync=True)
+    assert error is None, error
+    torch.testing.assert_close(y, (torch.arange(64.0) + 1) * 2, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("order", ["barrier", "through_scalar", "vector_flag"])
+def test_a_same_pipe_dependency_ordered_by_a_barrier_or_flags_runs_clean(order):
+    # PipeBarrier<PIPE_V>, the V_S/S_V pair around a scalar access (CANN's ComputeV1 form)
+    # and a V_V flag each order the Muls after the Adds.
+    error, y = _sim.run_selftest_vector_order(order)
+    assert error is None, error
+    torch.testing.assert_close(y, (torch.arange(64.0) + 1) * 2, rtol=0, atol=0)

@@ -185,6 +185,7 @@ if _lib is not None:
     _lib.asim_run_selftest_fields.argtypes = [ctypes.c_int32, _vp, _u64, _vp, _u64, _vp, _u64, ctypes.c_char_p,
                                               _u64]
     _lib.asim_run_selftest_cast.argtypes = [_u32, _vp, _vp, ctypes.c_char_p, _u64]
+    _lib.asim_run_selftest_vector_order.argtypes = [ctypes.c_int32, ctypes.c_int32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_batch_norm_reduce_backward_tiling.restype = None
     _lib.asim_platform_910b.argtypes = [ctypes.POINTER(PlatformFacts)]
     _lib.asim_platform_910b.restype = None
@@ -494,6 +495,23 @@ def run_selftest_cast(x: torch.Tensor) -> torch.Tensor:
     message = ctypes.create_string_buffer(4096)
     _check_selftest(library().asim_run_selftest_cast(x.numel(), _ptr(x), _ptr(y), message, len(message)), message)
     return y
+
+
+#: The orders of asim_run_selftest_vector_order (sim/selftest/selftest_kernel.cpp): how its
+#: Adds and Muls on one UB buffer are ordered, or which same-pipe hazard it leaves unordered.
+VECTOR_ORDERS = {"barrier": 0, "raw": 1, "war": 2, "waw": 3, "through_scalar": 4, "vector_flag": 5}
+
+
+def run_selftest_vector_order(order: str, auto_sync: bool = False) -> tuple[str | None, torch.Tensor]:
+    """y = (x + 1)·2 on the vector pipe with its steps ordered as `order` says (rule G);
+    `auto_sync`: as if bisheng's --cce-auto-sync had inserted the barriers. Returns the
+    simulator's error (None when clean) and y, against x = 0, 1, ..., 63."""
+    x = torch.arange(64, dtype=torch.float32)
+    y = torch.zeros(64)
+    message = ctypes.create_string_buffer(4096)
+    status = library().asim_run_selftest_vector_order(VECTOR_ORDERS[order], int(auto_sync), _ptr(x), _ptr(y),
+                                                     message, len(message))
+    return (message.value.decode() if status else None), y
 
 
 def _check_selftest(status: int, message) -> None:
