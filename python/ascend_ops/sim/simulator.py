@@ -41,8 +41,15 @@ class PlatformFacts(ctypes.Structure):
     """ascend_ops_kernels::PlatformFacts (common/platform.h): the one hardware description."""
     _fields_ = [("ubBytes", _u32), ("blockBytes", _u32), ("repeatBytes", _u32), ("vectorCores", _u32),
                 ("aiCores", _u32), ("l1Bytes", _u32), ("l0aBytes", _u32), ("l0bBytes", _u32), ("l0cBytes", _u32),
-                ("reserved", _u32), ("l2Bytes", _u64), ("hbmBytesPerS", _f64),
-                ("cubeFlopsPerS", _f64), ("vectorClockHz", _f64), ("l2BytesPerS", _f64)]
+                ("reserved", _u32), ("l2Bytes", _u64)]
+
+
+class ChipRates(ctypes.Structure):
+    """ascend_ops_kernels::ChipRates (common/platform.h): one end of the chip's rates, for the cost model."""
+    _fields_ = [(name, _f64) for name in ("clockHz", "hbmBytesPerS", "l2ReadBytesPerS", "l2WriteBytesPerS",
+                                          "ndFillBytesPerCycle", "nzFillBytesPerCycle", "drainBytesPerCycle",
+                                          "l1ToL0BytesPerCycle")] + [("l2PortsShared", _u32),
+                                                                     ("drainOverlapsFill", _u32)]
 
 
 class _Counters(ctypes.Structure):
@@ -108,8 +115,9 @@ class FlceTilingData(ctypes.Structure):
 class FlceModel(ctypes.Structure):
     """AsimFlceModel (sim/host/asim_abi.h): the modelled cost of one FLCE launch (sim/host/flce_model.cpp)."""
     _fields_ = ([(name, _f64) for name in ("cube_flops", "roofline_s", "modelled_s", "cube_bound_s", "vector_bound_s",
-                                           "hbm_bound_s", "l2_bound_s")]
-                + [(name, _u64) for name in ("hbm_read_bytes", "hbm_write_bytes", "l2_read_bytes", "l2_write_bytes",
+                                           "hbm_bound_s", "l2_bound_s", "fill_s", "drain_s", "mmad_s",
+                                           "operand_wait_s")]
+                + [(name, _u64) for name in ("calls", "max_core_calls", "hbm_read_bytes", "hbm_write_bytes", "l2_read_bytes", "l2_write_bytes",
                                              "vector_repeats", "atomic_add_bytes", "atomic_rmw_lines", "max_line_adders", "steps",
                                              "footprint_bytes", "line_bytes", "l2_lines")])
 
@@ -121,7 +129,7 @@ class FlceTiling(ctypes.Structure):
 
 
 #: Python declaration -> the C struct's name in the library's layout table.
-ABI_STRUCTS = {PlatformFacts: "PlatformFacts", _Counters: "AsimCounters", _FlceArgs: "AsimFlceArgs",
+ABI_STRUCTS = {PlatformFacts: "PlatformFacts", ChipRates: "ChipRates", _Counters: "AsimCounters", _FlceArgs: "AsimFlceArgs",
                BnTilingData: "BnTilingData", BnTiling: "AsimBnTiling", FlceMatmulTiling: "TCubeTiling",
                FlceTilingData: "FlceTilingData", FlceModel: "AsimFlceModel",
                FlceTiling: "AsimFlceTiling"}
@@ -190,8 +198,9 @@ if _lib is not None:
     _lib.asim_platform_910b.argtypes = [ctypes.POINTER(PlatformFacts)]
     _lib.asim_platform_910b.restype = None
     _lib.asim_fused_linear_cross_entropy_loss_grad_tiling.restype = None
-    _lib.asim_flce_model.argtypes = [ctypes.POINTER(FlceTilingData), _u32, _u64, ctypes.POINTER(FlceModel),
-                                     ctypes.c_char_p, _u64]
+    _lib.asim_flce_model.argtypes = [ctypes.POINTER(FlceTilingData), _u32, _u64, ctypes.POINTER(ChipRates), _u32,
+                                     ctypes.POINTER(FlceModel), ctypes.c_char_p, _u64]
+    _lib.asim_chip_rates.argtypes = [_u32, ctypes.POINTER(ChipRates)]
 
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
@@ -384,17 +393,33 @@ def flce_tiling_data(result: _cann_tiling.TilingFuncResult) -> FlceTilingData:
     return FlceTilingData.from_buffer_copy(result.tiling)
 
 
+#: The two ends of the chip's rates (common/platform.h kA2RatesFast / kA2RatesSlow).
+RATE_ENDS = ("fast", "slow")
+#: What-if operand layouts of the model (sim/host/asim_abi.h AsimFlceLayouts).
+FLCE_LAYOUTS = {"kernel": 0, "transposed G in NZ": 1, "every operand in NZ": 2}
+
+
+def chip_rates(end: str) -> ChipRates:
+    """The chip's rates at the `end` ("fast" or "slow") of the range the sources give."""
+    rates = ChipRates()
+    library().asim_chip_rates(RATE_ENDS.index(end), ctypes.byref(rates))
+    return rates
+
+
 def flce_model(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving: bool, *, line_bytes: int = 512,
-               ai_cores: int = 0) -> FlceModel:
+               ai_cores: int = 0, rates: str = "fast", options: FlceOptions | None = None,
+               layouts: str = "kernel") -> FlceModel:
     """The modelled 910B cost of one FLCE launch at this shape (sim/host/flce_model.cpp):
-    the TilingFunc's tiling, walked in the kernel's own order of work, with L2 as an LRU
-    cache of `line_bytes` lines. No element is computed, so any shape is quick."""
-    tiling = flce_tiling_func(bt, h, v, dtype, memory_saving, False, ai_cores)
+    the TilingFunc's tiling (with `options`' bits, when given), walked in the kernel's own
+    order of work, with L2 as an LRU cache of `line_bytes` lines, at the `rates` end of the
+    chip's rates ("fast" or "slow"); `layouts` reads some operands from NZ copies instead
+    (FLCE_LAYOUTS: a what-if, not the kernel). No element is computed: any shape is quick."""
+    tiling = flce_tiling_func(bt, h, v, dtype, memory_saving, False, ai_cores, options=options)
     data = flce_tiling_data(tiling)
     out = FlceModel()
     message = ctypes.create_string_buffer(1024)
-    if library().asim_flce_model(ctypes.byref(data), _DTYPE_CODE[dtype], line_bytes, ctypes.byref(out), message,
-                                 len(message)) != 0:
+    if library().asim_flce_model(ctypes.byref(data), _DTYPE_CODE[dtype], line_bytes, ctypes.byref(chip_rates(rates)),
+                                 FLCE_LAYOUTS[layouts], ctypes.byref(out), message, len(message)) != 0:
         raise SimulatorError(f"the FLCE cost model failed: {message.value.decode()}")
     return out
 
