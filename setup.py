@@ -7,7 +7,7 @@ chosen by the target the compiler emits for (target_arch); an aarch64 build (an 
 host) holds the portable code only.
 `ascend_ops._ascendc_sim` is the Ascend C kernels (ascendc_kernels/) built against the
 project's CPU simulator: plain C++, no torch headers, loaded with ctypes (impl="sim").
-`ascend_ops._cann_flce_tiling` is the FLCE op's TilingFunc (its op_host/…_def.cpp, as
+`ascend_ops._cann_tiling_funcs` is both ops' TilingFuncs (their op_host/*_def.cpp, as
 shipped) compiled against CANN's own host Matmul tiling library (asc-devkit, built by
 ../shared/tools/cann-matmul-tiling, or ASCEND_OPS_CANN_MATMUL_TILING) with our TilingContext
 stand-in (ascendc_kernels/cann_host); plain C++, loaded with ctypes. impl="sim" runs the FLCE
@@ -76,7 +76,7 @@ class BuildWithProgress(BuildExtension):
     def build_extensions(self) -> None:
         files = sum(len(ext.sources) for ext in self.extensions)
         progress(f"compiling {files} C++ files into {len(self.extensions)} libraries for "
-                 f"{TARGET_ARCH} (155 s on 2 cores in the README's measurement, longer under load; "
+                 f"{TARGET_ARCH} (3-4 min on 2 quiet cores, longer under load; "
                  "`pip install -v` shows each compile)")
         super().build_extensions()
 
@@ -162,14 +162,14 @@ def simulator_extension() -> Extension:
 
 
 def cann_tiling_extension() -> Extension | None:
-    """The FLCE TilingFunc against CANN's Matmul tiling library, or None without the tool."""
+    """Both ops' TilingFuncs against CANN's host tiling library, or None without the tool."""
     default = ROOT.parent / "shared" / "tools" / "cann-matmul-tiling"
     tool = pathlib.Path(os.environ.get("ASCEND_OPS_CANN_MATMUL_TILING", default))
     if not (tool / "build.sh").is_file():
         if os.environ.get("ASCEND_OPS_REQUIRE_CANN_TILING") == "1":  # .ci/run: CI has ../shared
             sys.exit(f"ASCEND_OPS_REQUIRE_CANN_TILING=1 but there is no CANN Matmul tiling tool at {tool}")
         warnings.warn(f"no CANN Matmul tiling tool at {tool} (../shared beside the clone, or "
-                      "ASCEND_OPS_CANN_MATMUL_TILING): ascend_ops._cann_flce_tiling is not built and "
+                      "ASCEND_OPS_CANN_MATMUL_TILING): ascend_ops._cann_tiling_funcs is not built and "
                       "impl='sim' cannot run fused_linear_cross_entropy_loss_grad", stacklevel=1)
         return None
     # The library compiles asc-devkit where it lies; its output stays in build/ (licence).
@@ -178,11 +178,11 @@ def cann_tiling_extension() -> Extension | None:
     cflags = (out / "cflags").read_text().split()
     ldflags = (out / "ldflags").read_text().split()
     kernels = ROOT / "ascendc_kernels"
-    op = kernels / "fused_linear_cross_entropy_loss_grad" / "op_host"
+    ops = ("fused_linear_cross_entropy_loss_grad", "batch_norm_reduce_backward")
     return Extension(
-        "ascend_ops._cann_flce_tiling",
-        [relative(kernels / "cann_host" / "flce_tiling_host.cpp"),
-         relative(op / "fused_linear_cross_entropy_loss_grad_def.cpp")],
+        "ascend_ops._cann_tiling_funcs",
+        [relative(kernels / "cann_host" / "tiling_func_host.cpp")]
+        + [relative(kernels / op / "op_host" / f"{op}_def.cpp") for op in ops],
         include_dirs=[str(kernels / "cann_host" / "include")] + [f[2:] for f in cflags if f.startswith("-I")],
         extra_compile_args=[f for f in cflags if not f.startswith("-I")] + ["-O2", *NO_DEBUG_INFO],
         extra_objects=[f for f in ldflags if f.endswith(".a")],
@@ -262,8 +262,6 @@ setup(
     "for Ascend NPUs (torch_npu) and CPUs",
     package_dir={"": "python"},
     packages=find_packages("python"),
-    # the checker's verdicts that integrations.transformers.apply reads
-    package_data={"ascend_ops.training.integrations": ["hf_verdicts.json"]},
     python_requires=">=3.10",
     install_requires=["torch>=2.13,<2.14", "numpy"],
     ext_modules=extensions,

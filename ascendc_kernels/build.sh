@@ -13,6 +13,11 @@
 #     then `source <dir>/vendors/ascend_ops/bin/set_env.bash` and use impl="npu_custom".
 #     This path has never been run: no machine this project is developed on has CANN.
 #
+#   --layout DIR: only the sources the CANN path puts into the project, laid out under
+#     DIR exactly as there (DIR/ascend_ops/op_host, DIR/ascend_ops/op_kernel, DIR/common),
+#     without msopgen and its generated files; scripts/check_op_package.sh compiles that
+#     tree against the real AscendC headers (CI).
+#
 #   otherwise: the simulator build — the same kernel sources compiled with g++ against
 #     ascendc_kernels/sim (what `pip install .` builds as ascend_ops._ascendc_sim),
 #     into build/libascendc_sim.so.
@@ -22,6 +27,25 @@ out="$here/build"
 vendor=ascend_ops
 compute_units="ascend910b;ascend910_93"
 ops=(batch_norm_reduce_backward fused_linear_cross_entropy_loss_grad)
+
+# Copies our sources into the project $1/$vendor under msopgen's names: each op's kernel and
+# op_host/*_def.cpp, and every file of this tree they include, found by package_sources.py
+# from the includes themselves (a kernel's new header is copied without a change here). Relative
+# includes find the same files there: <op>/X lands in $1/$vendor/X, common/ in $1/common.
+lay_out() {
+  local parent="$1" source destination
+  while IFS=$'\t' read -r source destination; do
+    mkdir -p "$(dirname "$parent/$destination")"
+    cp "$here/$source" "$parent/$destination"
+  done < <(python3 "$here/package_sources.py" "$vendor" "${ops[@]}")
+}
+
+if [[ "${1:-}" == "--layout" ]]; then
+  [[ -n "${2:-}" ]] || { echo "usage: build.sh --layout DIR" >&2; exit 2; }
+  mkdir -p "$2/$vendor/op_host" "$2/$vendor/op_kernel"
+  lay_out "$2"
+  exit 0
+fi
 mkdir -p "$out"
 
 if [[ -n "${ASCEND_HOME_PATH:-}" ]]; then
@@ -44,13 +68,8 @@ PY
   for op in "${ops[@]}"; do
     generated="ascend_ops_$op"  # msopgen's file and kernel names: the op type in snake case
     rm -f "$project/op_host/$generated"*.h "$project/op_host/$generated.cpp" "$project/op_kernel/$generated.cpp"
-    cp "$here/$op/op_host/${op}_def.cpp" "$project/op_host/$generated.cpp"
-    cp "$here/$op/op_host/${op}_tiling.h" "$project/op_host/"
-    cp "$here/$op/op_kernel/$op.cpp" "$project/op_kernel/$generated.cpp"
-    cp "$here/$op/op_kernel/${op}_tiling_data.h" "$project/op_kernel/"
   done
-  # The tilings include ../../common/platform.h, relative to <project>/op_host.
-  mkdir -p "$out/cann/common" && cp "$here/common/platform.h" "$out/cann/common/"
+  lay_out "$out/cann"
   (cd "$project" && bash build.sh)
   echo "package: $(ls "$project"/build_out/custom_opp_*.run)"
 else

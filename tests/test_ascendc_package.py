@@ -6,8 +6,10 @@ compared with the built-in ops' prototypes the adapter calls."""
 
 import itertools
 import json
+import os
 import pathlib
 import re
+import subprocess
 
 import pytest
 
@@ -265,3 +267,104 @@ def test_the_simulator_tcubetiling_has_the_fields_the_kernel_checks_against_cann
     assert len(sim_fields) == 50
     assert [name for name, _ in pairs] == sim_fields
     assert [int(i) for _, i in pairs] == list(range(50))
+
+
+# --- the packaged tree: what build.sh copies into the msopgen project ----------------------
+
+REPO = KERNELS.parent
+SHARED_TOOLS = pathlib.Path(os.environ.get("ASCEND_OPS_SHARED_TOOLS", REPO.parent / "shared" / "tools"))
+QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def build_sh_ops():
+    return re.search(r"^ops=\((.*)\)$", (KERNELS / "build.sh").read_text(), re.M).group(1).split()
+
+
+def lay_out(tmp_path):
+    """build.sh's own layout of the project (no msopgen), as {destination: file}."""
+    subprocess.run(["bash", str(KERNELS / "build.sh"), "--layout", str(tmp_path)], check=True)
+    return {p.relative_to(tmp_path).as_posix(): p for p in tmp_path.rglob("*") if p.is_file()}
+
+
+def test_build_sh_copies_what_the_sources_include_and_lists_no_file_by_hand(tmp_path):
+    script = (KERNELS / "build.sh").read_text()
+    assert 'package_sources.py" "$vendor" "${ops[@]}"' in script
+    assert not re.search(r'cp "\$here/\$op/', script), "a hand-listed copy of an op's file"
+    laid = lay_out(tmp_path)
+    # Our files, not the stand-ins for CANN's headers (sim/include for the kernels,
+    # cann_host/include for the host), which CANN provides on the device build.
+    sources = {p.resolve() for p in KERNELS.rglob("*") if p.is_file()
+               and p.relative_to(KERNELS).parts[0] not in ("sim", "cann_host", "build")}
+    for op in build_sh_ops():
+        assert f"ascend_ops/op_kernel/ascend_ops_{op}.cpp" in laid  # msopgen's names
+        assert f"ascend_ops/op_host/ascend_ops_{op}.cpp" in laid
+    included = set()
+    for dest, path in laid.items():
+        for name in QUOTED_INCLUDE.findall(path.read_text()):
+            found = (path.parent / name).resolve()
+            if found.is_file():
+                included.add(found.relative_to(tmp_path.resolve()).as_posix())
+                continue
+            # Not in the project: then it must not be a file of ours either (CANN's header).
+            original = [s for s in sources if s.name == pathlib.PurePosixPath(name).name and
+                        s.as_posix().endswith(name.lstrip("./"))]
+            assert not original, f"{dest} includes \"{name}\" ({original[0]}), which build.sh did not copy"
+    roots = {d for d in laid if re.fullmatch(r"ascend_ops/op_(kernel|host)/ascend_ops_\w+\.cpp", d)}
+    # Nothing copied that no one includes.
+    assert set(laid) - roots == included - roots
+    assert {"ascend_ops/op_kernel/fused_linear_cross_entropy_loss_grad_schedule.h",
+            "ascend_ops/op_kernel/fused_linear_cross_entropy_loss_grad_g_stage.h",
+            "common/platform.h"} <= set(laid)
+
+
+def test_package_sources_derives_a_new_include_and_refuses_one_that_moves(tmp_path):
+    # A header a kernel starts to include is copied with no change to build.sh; one whose
+    # relative path would name another file in the project is refused by name.
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("package_sources", KERNELS / "package_sources.py")
+    package_sources = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(package_sources)
+    tree = tmp_path / "kernels"
+    for sub in ("op_kernel", "op_host"):
+        (tree / "toy" / sub).mkdir(parents=True)
+    (tree / "common").mkdir()
+    (tree / "common" / "facts.h").write_text("#pragma once\n")
+    (tree / "toy" / "op_kernel" / "toy_extra.h").write_text('#include "kernel_operator.h"\n')
+    (tree / "toy" / "op_kernel" / "toy.cpp").write_text('#include "toy_extra.h"\n#include "lib/matmul_intf.h"\n')
+    (tree / "toy" / "op_host" / "toy_def.cpp").write_text('#include "../../common/facts.h"\n')
+    assert package_sources.package_files("proj", ["toy"], tree) == [
+        ("common/facts.h", "common/facts.h"), ("toy/op_host/toy_def.cpp", "proj/op_host/proj_toy.cpp"),
+        ("toy/op_kernel/toy.cpp", "proj/op_kernel/proj_toy.cpp"),
+        ("toy/op_kernel/toy_extra.h", "proj/op_kernel/toy_extra.h")]
+    (tree / "toy" / "op_host" / "toy_def.cpp").write_text('#include "../../toy/op_kernel/toy_extra.h"\n')
+    with pytest.raises(SystemExit, match=r"toy_def.cpp includes \"../../toy/op_kernel/toy_extra.h\""):
+        package_sources.package_files("proj", ["toy"], tree)
+
+
+def test_the_packaged_tree_fails_to_compile_without_one_of_its_copies(tmp_path):
+    # CI compiles the whole laid-out tree (scripts/check_op_package.sh); here one kernel
+    # header and one host header are removed from a layout, and exactly the files that
+    # include them must fail, each with the missing name.
+    tools = [SHARED_TOOLS / "ascendc-check" / "ascendc-check", SHARED_TOOLS / "cann-matmul-tiling" / "build.sh"]
+    missing = [str(t) for t in tools if not t.is_file()]
+    if missing:
+        message = f"no {', '.join(missing)} (../shared/tools beside the clone)"
+        if os.environ.get("ASCEND_OPS_REQUIRE_CANN_TILING") == "1":
+            pytest.fail(f"ASCEND_OPS_REQUIRE_CANN_TILING=1 but {message}")
+        pytest.skip(message)
+    laid = lay_out(tmp_path)
+    laid["ascend_ops/op_kernel/fused_linear_cross_entropy_loss_grad_g_stage.h"].unlink()
+    laid["common/platform.h"].unlink()
+    run = subprocess.run(["bash", str(REPO / "scripts" / "check_op_package.sh"), "--tree", str(tmp_path)],
+                         capture_output=True, text=True, env={**os.environ, "ASCEND_OPS_SHARED_TOOLS": str(SHARED_TOOLS)})
+    assert run.returncode == 1, run.stdout + run.stderr
+    verdicts = {name: verdict for verdict, name in
+                re.findall(r"^(OK|FAIL) +\S+/(ascend_ops/op_\w+/\w+\.cpp)$", run.stdout, re.M)}
+    assert verdicts == {
+        "ascend_ops/op_kernel/ascend_ops_batch_norm_reduce_backward.cpp": "OK",
+        "ascend_ops/op_kernel/ascend_ops_fused_linear_cross_entropy_loss_grad.cpp": "FAIL",
+        "ascend_ops/op_host/ascend_ops_batch_norm_reduce_backward.cpp": "FAIL",
+        "ascend_ops/op_host/ascend_ops_fused_linear_cross_entropy_loss_grad.cpp": "FAIL"}, run.stdout
+    assert "fused_linear_cross_entropy_loss_grad_g_stage.h: No such file" in run.stdout
+    assert run.stdout.count("../../common/platform.h: No such file") == 2

@@ -166,6 +166,28 @@ def test_options_over_several_windows_and_vocabulary_tails(mode):
     check(run(x, w, target, mask, o, mode, ai_cores=24), reference(x, w, target, mask, o), torch.bfloat16)
 
 
+
+def test_high_performance_class_weights_past_one_chunk_are_read_once_per_vector_core():
+    # V past two chunks (9728 columns a chunk with class weights, bf16) with a tail: each
+    # vector core goes chunk by chunk over its rows, so it reads each chunk's weights once.
+    # Row by row it would read all V of them per row: BT·V·4 bytes, 10x more here.
+    bt, h, v, ai_cores = 40, 8, 20011, 2
+    x, w, target, mask, o = problem(bt, h, v, torch.bfloat16, ("class_weight", "gamma"), seed=6)
+    target[:4] = torch.tensor([v - 1, 9728, 9727, 19456])  # on the chunk edges and the tail
+    mask[:4] = False
+    options = _sim.FlceOptions(o["alpha"], o["beta"], o["gamma"], None, o["class_weight"])
+    chunk = _sim.flce_tiling_data(_sim.flce_tiling_func(bt, h, v, torch.bfloat16, False, True, ai_cores,
+                                                        options=options)).chunkCols
+    assert 2 * chunk < v < 3 * chunk
+    got = run(x, w, target, mask, o, HIGH_PERFORMANCE, ai_cores=ai_cores)
+    with_weights = _sim.last_counters().gm_read_bytes
+    check(got, reference(x, w, target, mask, o), torch.bfloat16)
+    run(x, w, target, mask, dict(o, class_weight=None), HIGH_PERFORMANCE, ai_cores=ai_cores)
+    weight_bytes = with_weights - _sim.last_counters().gm_read_bytes
+    vector_cores = 2 * ai_cores
+    # Measured 328800: 320176 of weights and the per-chunk row scalars of one chunk more.
+    assert vector_cores * v * 4 <= weight_bytes <= vector_cores * (v * 4 + 4096), weight_bytes
+
 def test_with_unit_coefficients_the_options_kernel_is_the_plain_kernel():
     # alpha = beta = grad, gamma 0, no bias, scale 1, no cap: the options variant computes
     # what the plain one does (the same casts, in the same order), bit for bit.
@@ -209,7 +231,7 @@ def test_the_tiling_keys_and_flags_of_the_options():
 
 def test_softcap_in_high_performance_mode_is_refused_by_the_tiling():
     o = _sim.FlceOptions(torch.ones(64), torch.ones(64), torch.zeros(64), softcap=30.0)
-    with pytest.raises(_sim.SimulatorError, match="TilingFunc failed"):
+    with pytest.raises(ValueError, match="the op package refuses .*: softcap needs memory-saving mode"):
         _sim.flce_tiling_func(64, 16, 300, torch.bfloat16, False, False, options=o)
 
 
@@ -218,9 +240,9 @@ def test_options_without_all_three_coefficients_are_refused_by_the_tiling(inputs
     from ascend_ops.sim import cann_tiling
 
     result = cann_tiling.flce_tiling(64, 16, 300, bf16=True, mode=0, options=inputs)
-    assert not result.ok
+    assert not result.ok and "the loss options need alpha, beta and gamma together" in result.refusal
     result = cann_tiling.flce_tiling(64, 16, 300, bf16=True, mode=0, softcap=30.0)  # an attribute alone
-    assert not result.ok
+    assert not result.ok and "the loss options need alpha, beta and gamma together" in result.refusal
 
 
 # ---- the npu-composition+custom route with this kernel as its backward ------------------
@@ -315,3 +337,19 @@ def test_the_custom_route_runs_this_kernel_and_matches_float64_autograd(names, r
 
 
 ROUTE_TOLERANCE = {torch.bfloat16: 4e-3, torch.float16: 1e-3}
+
+
+@pytest.mark.parametrize("cap", [1e-40, 1e-38, 30.0])
+def test_softcap_slope_is_finite_for_any_positive_cap(cap):
+    # 2/cap overflows float below 2/FLT_MAX (a subnormal cap): the kernel clamps it, so a
+    # zero logit keeps t = 0 and slope 1 instead of inf·0 = NaN; every other logit saturates
+    # (slope 0) as tanh does. Rows 0 and 1 of x are zero: their logits are 0 exactly.
+    x, w, target, mask, o = problem(6, 16, 300, torch.bfloat16, ("softcap",), seed=3)
+    x[:2] = 0
+    o["softcap"] = cap
+    got = run(x, w, target, mask, o, MEMORY_SAVING)
+    want = reference(x, w, target, mask, o)
+    for name, g, r in zip(("input_grad", "weight_grad"), got, want):
+        assert torch.isfinite(g).all(), name
+        torch.testing.assert_close(g.double(), r, rtol=2e-2, atol=2e-3 * r.abs().max().item() + 1e-6, msg=name)
+    assert got[0][:2].abs().max() > 0  # the zero logits' rows keep slope 1: their G reaches input_grad

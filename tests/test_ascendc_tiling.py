@@ -242,6 +242,15 @@ def test_flce_tiling_keys_and_rejections():
     assert b"bit-packed" in flce_tiling(4, 4, 4, packed=False).error  # the op takes the packed mask only
     assert b"float16 or bfloat16" in flce_tiling(4, 4, 4, dtype=0).error
     assert b"V must be" in flce_tiling(4, 4, 0).error
+    # What the kernel's copies can take (the Matmul's ND->NZ srcDValue is 16 bits on A2).
+    assert flce_tiling(4, 65535, 300).error == b"" and flce_tiling(4, 65535, 300, mode=1).error == b""
+    for mode in (0, 1):
+        assert flce_tiling(4, 65536, 300, mode=mode).error.startswith(b"H (input.size(1)) = 65536 is above 65535")
+    assert flce_tiling(4, 8, 1 << 20, mode=1).error == b""
+    assert flce_tiling(4, 8, (1 << 20) + 1, mode=1).error.startswith(
+        b"V (weight.size(0)) = 1048577 is above 1048576 in high-performance mode")
+    assert flce_tiling(4, 8, (1 << 20) + 1, mode=0).error == b""  # memory-saving: pitch is a window's columns
+    assert flce_tiling(4, 8, (1 << 30) + 1).error.startswith(b"BT (input.size(0)) and V (weight.size(0)) must")
     for bt, h in ((0, 4), (4, 0)):  # BT = 0 or H = 0: nothing to launch (never a launch of blockDim 0)
         empty = flce_tiling(bt, h, 4)
         assert empty.block_dim == 0 and empty.workspace_bytes == 0 and empty.error == b""

@@ -1,8 +1,10 @@
-"""The FLCE TilingFunc (ascendc_kernels/fused_linear_cross_entropy_loss_grad/op_host/*_def.cpp),
-as shipped, run on the host against CANN 9.0.0's own Matmul tiling library (asc-devkit,
-built by ../shared/tools/cann-matmul-tiling) through our TilingContext stand-in
+"""Both ops' TilingFuncs (ascendc_kernels/*/op_host/*_def.cpp), as shipped, run on the host
+against CANN 9.0.0's own host tiling library (asc-devkit, built by
+../shared/tools/cann-matmul-tiling) through our TilingContext stand-in
 (ascendc_kernels/cann_host). No port of the library's rules is checked here: every
-TCubeTiling below is the library's answer, and impl="sim" runs the kernel with it.
+TCubeTiling below is the library's answer, and impl="sim" runs the kernel with it. Each
+refusal names what the call got wrong (the TilingFunc logs it, as a device build's would
+go to CANN's log).
 
 Without the tool the library is not built and these tests skip naming why; .ci/run sets
 ASCEND_OPS_REQUIRE_CANN_TILING=1, which turns that skip into a failure.
@@ -104,7 +106,9 @@ def _shapes_the_other_tests_use() -> set[tuple[int, int, int]]:
     literal = re.compile(r"FlceCase\(\s*(\d+),\s*(\d+),\s*(\d+)")
     for path in list((ROOT / "tests").glob("*.py")) + list((ROOT / "scripts").glob("*.py")):
         shapes |= {tuple(map(int, m)) for m in literal.findall(path.read_text())}
-    return {s for s in shapes if s[0] > 0 and s[1] > 0}  # BT = 0 or H = 0: the op is not called
+    # BT = 0 or H = 0: the op is not called; H > 65535: refused by name (the parity edge
+    # case; test_the_tiling_func_refuses_what_the_copies_cannot_take).
+    return {s for s in shapes if s[0] > 0 and 0 < s[1] <= 65535}
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +122,7 @@ def _scripts_on_path():
 
 def test_the_tiling_func_succeeds_for_every_shape_the_other_tests_use(_scripts_on_path):
     shapes = _shapes_the_other_tests_use()
-    assert len(shapes) > 30 and (203, 45, 1000) in shapes and (4, 65537, 130) in shapes
+    assert len(shapes) > 30 and (203, 45, 1000) in shapes
     for (bt, h, v), bf16, mode in itertools.product(sorted(shapes), (False, True), (0, 1)):
         for soc in _cann_tiling.SOCS:
             _check_tiling(_tiling_func(bt, h, v, bf16, mode, soc=soc), bt, h, v, bf16, mode)
@@ -174,8 +178,106 @@ def test_the_tiling_func_refuses_anything_but_one_mode_s_inputs(inputs):
     assert _cann_tiling.flce_tiling(16, 64, 300, bf16=True, mode=0, inputs=3).ok
 
 
+@pytest.mark.parametrize("mode", [0, 1])
+def test_the_tiling_func_refuses_what_the_copies_cannot_take(mode):
+    # H is x's and w's row pitch in the Matmul's 16-bit ND->NZ srcDValue; high-performance
+    # mode's G pitch is 2V, copied row by row at int32 offsets up to V = 2^20.
+    assert _cann_tiling.flce_tiling(4, 65535, 300, bf16=True, mode=mode).ok
+    assert not _cann_tiling.flce_tiling(4, 65536, 300, bf16=True, mode=mode).ok
+    big_v = _cann_tiling.flce_tiling(4, 64, 1 << 20, bf16=True, mode=mode)
+    assert big_v.ok, big_v.log
+    d = _sim.FlceTilingData.from_buffer_copy(big_v.tiling)
+    assert d.weightGradMm.baseK * d.weightGradMm.stepKa <= 1024 and d.inputGradMm.baseM <= 1024
+    assert _cann_tiling.flce_tiling(4, 64, (1 << 20) + 1, bf16=True, mode=mode).ok == (mode == 0)
+
+
 def test_the_tiling_func_refuses_label_smoothing():
-    assert not _cann_tiling.flce_tiling(16, 64, 300, bf16=True, mode=0, label_smoothing=0.1).ok
+    result = _cann_tiling.flce_tiling(16, 64, 300, bf16=True, mode=0, label_smoothing=0.1)
+    assert not result.ok and result.refusal.startswith("label_smoothing must be 0.0"), result.log
+
+
+# --- Malformed calls through the generated aclnn API: the TilingFunc is the only shape check
+# between them and the kernel, which would read out of bounds. Each input's wrong shape is
+# refused by name, with what was expected and what came.
+BT, H, V = 37, 24, 300
+OPTIONS = 8 | 16 | 32 | 64 | 128  # bias, class_weight, alpha, beta, gamma
+FLCE_MALFORMED = {  # input -> (mode, a wrong shape, what the refusal says)
+    "grad": (0, (BT + 1,), f"grad must be [BT] = [{BT}], got [{BT + 1}]"),
+    "input": (0, (BT, H, 1), f"input must be 2-D [BT, H], got [{BT}, {H}, 1]"),
+    "weight": (0, (V, H + 1), f"weight must be 2-D [V, H] with H = input.size(1) = {H}, got [{V}, {H + 1}]"),
+    "target_mask": (0, (4,), f"target_mask must be bit-packed uint8 [n] with n >= ceil(BT / 8) = 5, got [4]"),
+    "masked_target": (0, (BT, 1), f"masked_target must be [BT] = [{BT}], got [{BT}, 1]"),
+    "logits_max": (0, (BT - 1,), f"logits_max must be [BT] = [{BT}], got [{BT - 1}]"),
+    "sum_exp_logits": (0, (1, BT), f"sum_exp_logits must be [BT] = [{BT}], got [1, {BT}]"),
+    "softmax": (1, (BT, V - 1), f"softmax must be [BT, V] = [{BT}, {V}], got [{BT}, {V - 1}]"),
+    "bias": (0, (V - 1,), f"bias must be [V] = [{V}], got [{V - 1}]"),
+    "class_weight": (1, (V, 1), f"class_weight must be [V] = [{V}], got [{V}, 1]"),
+    "alpha": (0, (BT + 8,), f"alpha must be [BT] = [{BT}], got [{BT + 8}]"),
+    "beta": (1, (), f"beta must be [BT] = [{BT}], got []"),
+    "gamma": (0, (V,), f"gamma must be [BT] = [{BT}], got [{V}]"),
+}
+
+
+@pytest.mark.parametrize("name", FLCE_MALFORMED)
+def test_the_flce_tiling_func_refuses_each_input_s_wrong_shape_by_name(name):
+    mode, wrong, words = FLCE_MALFORMED[name]
+    assert _cann_tiling.flce_tiling(BT, H, V, bf16=True, mode=mode, options=OPTIONS).ok  # the same call, well formed
+    result = _cann_tiling.flce_tiling(BT, H, V, bf16=True, mode=mode, options=OPTIONS, shapes={name: wrong})
+    assert not result.ok and result.refusal == words, result.log
+    assert result.block_dim == 0 and result.tiling == b""  # nothing set for a launch
+
+
+def test_a_target_mask_longer_than_needed_is_taken():
+    # SPEC §1: at least ceil(BT / 8) bytes (the adapter may pass a padded mask).
+    assert _cann_tiling.flce_tiling(BT, H, V, bf16=True, mode=0, shapes={"target_mask": (64,)}).ok
+
+
+def test_impl_sim_raises_the_tiling_func_s_refusal_as_a_value_error():
+    # impl="sim" runs the TilingFunc: its refusal reaches the caller by name (here a shape
+    # the kernel cannot take, the only refusal a validated call can meet).
+    with pytest.raises(ValueError, match=r"the op package refuses BT=4 H=65536 V=300: H \(input.size\(1\)\) = 65536"):
+        _sim.flce_tiling_func(4, 65536, 300, torch.bfloat16, True, False)
+
+
+BN_MALFORMED = {  # input -> (a wrong shape, what the refusal says); input is [6, 5, 7]
+    "input": ((6,), "input must be [N, C, *] (at least 2-D), got [6]"),
+    "grad_out": ((6, 5, 8), "grad_out must have input's shape [6, 5, 7], got [6, 5, 8]"),
+    "mean": ((4,), "mean must be [C] = [5] (input.size(1)), got [4]"),
+    "invstd": ((5, 1), "invstd must be [C] = [5] (input.size(1)), got [5, 1]"),
+    "weight": ((6,), "weight must be [C] = [5] (input.size(1)), got [6]"),
+}
+
+
+@pytest.mark.parametrize("name", BN_MALFORMED)
+def test_the_bn_tiling_func_refuses_each_input_s_wrong_shape_by_name(name):
+    wrong, words = BN_MALFORMED[name]
+    shapes = {name: wrong}
+    if name == "input":  # grad_out follows input: the rank is what is wrong
+        shapes["grad_out"] = wrong
+    result = _cann_tiling.bn_tiling((6, 5, 7), shapes=shapes)
+    assert not result.ok and result.refusal == words, result.log
+
+
+@pytest.mark.parametrize("dtype,stat_dtype", [(0, 0), (1, 1), (2, 0), (1, 2)])
+@pytest.mark.parametrize("shape", [(6, 5, 7), (3, 300), (2, 4, 0, 3), (0, 8, 2), (4, 3, 2, 2, 2)])
+def test_the_bn_tiling_func_sets_the_plain_tiling_s_answer(shape, dtype, stat_dtype):
+    # Well formed (weight given or not): the TilingFunc sets what the plain tiling gives for
+    # the UB and cores PlatformAscendC reports (196352 bytes: 256 short of 192 KiB).
+    import math
+
+    for weight in ((shape[1],), None):
+        result = _cann_tiling.bn_tiling(shape, dtype=dtype, stat_dtype=stat_dtype, shapes={"weight": weight})
+        assert result.ok, result.log
+        platform = _sim.platform_910b()
+        platform.ubBytes = 196352
+        plain = _sim.BnTiling()
+        _sim.library().asim_batch_norm_reduce_backward_tiling(
+            ctypes.c_uint64(shape[0]), ctypes.c_uint64(shape[1]), ctypes.c_uint64(math.prod(shape[2:])),
+            ctypes.c_uint32(dtype), ctypes.c_uint32(stat_dtype), ctypes.byref(platform), ctypes.byref(plain))
+        assert result.tiling == bytes(plain.data) and result.tiling_key == plain.tiling_key
+        assert result.block_dim == plain.block_dim >= 1 and result.schedule_mode == 1
+        assert result.workspace_bytes == SYS_WORKSPACE + plain.workspace_bytes
+
 
 
 def test_an_unknown_soc_is_named():
@@ -229,7 +331,7 @@ def test_the_simulator_runs_the_tiling_func_s_tiling():
     broken = bytearray(tiling.tiling)
     data = _sim.FlceTilingData.from_buffer(broken)
     data.inputGradMm.baseN = 24  # not a multiple of the 16-row fractal
-    error = _sim_run(inputs, _cann_tiling.FlceTilingFuncResult(**{**tiling.__dict__, "tiling": bytes(broken)}))
+    error = _sim_run(inputs, _cann_tiling.TilingFuncResult(**{**tiling.__dict__, "tiling": bytes(broken)}))
     assert error is not None and "baseN 24 not a multiple of the 16-row fractal" in error, error
     # A tiling for another shape is refused before the launch.
     other = _sim.flce_tiling_func(41, 24, 300, torch.bfloat16, True, True)

@@ -55,6 +55,9 @@ EXTERNAL = {
     "matmul_tiling.h", "kernel_tiling.h", "kernel_operator.h", "kernel_reg.h",
     "kernel_utils_constants.h", "gen_kernel_tiling_data_def.py", "matmul_tilingdata.h",
     "op_api_def.h", "aclnn_check.h", "acl_base.h", "acl_meta.h", "op_tiling_prelude.h",
+    "data_copy_wrapper_nd.h", "kernel_struct_data_copy.h", "platform_ascendc.h",
+    "platform_ascendc_log.h", "kernel_operator_data_copy_base_impl.h", "kernel_struct_fixpipe.h",
+    "high_perf.h",
     "ascend_ops_<op>.cpp",  # the names build.sh gives our sources in the msopgen project
     "shared/tools/cann-matmul-tiling/README.md",  # the shared tool CI places beside the clone
     # torch_npu and Ascend/op-plugin (which has an op_plugin/ folder of its own)
@@ -67,7 +70,9 @@ EXTERNAL = {
 }
 # Folders of other projects: a path under one is theirs.
 EXTERNAL_FOLDERS = ("op_plugin/utils/", "op_plugin/ops/", "torch/", "torch_npu/", "torchnpugen/",
-                    "ATen/", "aten/", "c10/", "arch/", "impl/", "common/inc/", "aclnn/")
+                    "ATen/", "aten/", "c10/", "arch/", "impl/", "common/inc/", "aclnn/",
+                    "include/basic_api/", "include/adv_api/", "include/utils/",  # asc-devkit's
+                    "copy_tile_to_cube/")
 
 
 def repository_files() -> list[str]:

@@ -1,6 +1,8 @@
-// CANN side of AscendOpsBatchNormReduceBackward (built only by build.sh with
-// ASCEND_HOME_PATH set; nothing here is compiled in this repository's CI): the OpDef,
-// InferShape/InferDataType and the TilingFunc wrapper around the pure tiling function.
+// CANN side of AscendOpsBatchNormReduceBackward: the OpDef, InferShape/InferDataType and
+// the TilingFunc wrapper around the pure tiling function. Built into the op package by
+// build.sh (ASCEND_HOME_PATH set), compiled from the packaged tree in CI
+// (scripts/check_op_package.sh), and run on the host through our TilingContext stand-in
+// (../../cann_host; tests/test_cann_tiling.py).
 //
 // The op type is ours (never CANN's built-in BatchNormReduceBackward); its arguments,
 // optionality and dtypes are those of aclnnBatchNormReduceBackward, so the generated
@@ -10,7 +12,10 @@
 // built-in one takes (aclnn puts attributes between inputs and outputs). An output whose
 // flag is false may be null. The same list is in ../../ascend_ops.json (msopgen).
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "dlog_pub.h"  // CANN's slog (dlog_error): where a TilingFunc says why it refuses
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 
@@ -24,17 +29,64 @@ static uint32_t DtypeCode(ge::DataType dtype) {
                                    : ascend_ops_kernels::kBFloat16;
 }
 
+enum BnInput : size_t { kGradOut = 0, kInput, kMean, kInvstd, kWeight };
+
+// Every GRAPH_FAILED is logged with its reason first, through CANN's slog as asc-devkit's
+// own host tiling reports its errors (PF_LOGE, include/utils/tiling/platform/platform_ascendc_log.h:34-37).
+static ge::graphStatus Refuse(const std::string& why) {
+  dlog_error(ASCENDCKERNEL, "AscendOpsBatchNormReduceBackward refuses this call: %s", why.c_str());
+  return ge::GRAPH_FAILED;
+}
+
+static std::vector<int64_t> Dims(const gert::Shape& shape) {
+  std::vector<int64_t> dims(shape.GetDimNum());
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = shape.GetDim(i);
+  return dims;
+}
+
+static std::string DimsText(const std::vector<int64_t>& dims) {
+  std::string text = "[";
+  for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
+  return text + "]";
+}
+
+// The inputs' shapes against input [N, C, *] (aclnnBatchNormReduceBackward's): grad_out
+// the same, mean, invstd and weight (when given) [C]; "" when they fit. The generated aclnn
+// API checks dtypes and formats against the OpDef, not shapes: this is the only check
+// between a malformed call and the kernel, which reads C statistics and N·C·S elements.
+static std::string BnInputShapesError(const gert::TilingContext* context) {
+  const std::vector<int64_t> input = Dims(context->GetInputShape(kInput)->GetStorageShape());
+  if (input.size() < 2) return "input must be [N, C, *] (at least 2-D), got " + DimsText(input);
+  for (int64_t d : input)
+    if (d < 0) return "input's sizes must be >= 0, got " + DimsText(input);
+  const std::vector<int64_t> gradOut = Dims(context->GetInputShape(kGradOut)->GetStorageShape());
+  if (gradOut != input) return "grad_out must have input's shape " + DimsText(input) + ", got " + DimsText(gradOut);
+  const std::vector<int64_t> c = {input[1]};
+  const struct { BnInput index; const char* name; } perChannel[] = {{kMean, "mean"}, {kInvstd, "invstd"},
+                                                                     {kWeight, "weight"}};
+  for (const auto& p : perChannel) {
+    const gert::StorageShape* given = context->GetOptionalInputShape(p.index);  // weight may be absent
+    if (given != nullptr && Dims(given->GetStorageShape()) != c)
+      return std::string(p.name) + " must be [C] = " + DimsText(c) + " (input.size(1)), got " +
+             DimsText(Dims(given->GetStorageShape()));
+  }
+  return "";
+}
+
 static ge::graphStatus BatchNormReduceBackwardTilingFunc(gert::TilingContext* context) {
-  const gert::Shape& shape = context->GetInputShape(1)->GetStorageShape();  // input [N, C, *]
+  const std::string shapeError = BnInputShapesError(context);
+  if (!shapeError.empty()) return Refuse(shapeError);
+  const gert::Shape& shape = context->GetInputShape(kInput)->GetStorageShape();  // input [N, C, *]
   uint64_t s = 1;
   for (size_t i = 2; i < shape.GetDimNum(); ++i) s *= shape.GetDim(i);
   const auto* attrs = context->GetAttrs();
   // mean and invstd share one dtype (the OpDef's combinations); the kernel reads it as is.
-  const uint32_t statDtype = DtypeCode(context->GetInputDesc(2)->GetDataType());
-  if (DtypeCode(context->GetInputDesc(3)->GetDataType()) != statDtype) return ge::GRAPH_FAILED;
+  const uint32_t statDtype = DtypeCode(context->GetInputDesc(kMean)->GetDataType());
+  if (DtypeCode(context->GetInputDesc(kInvstd)->GetDataType()) != statDtype)
+    return Refuse("mean and invstd must share one dtype");
   ascend_ops_kernels::BatchNormReduceBackwardShape op{
       static_cast<uint64_t>(shape.GetDim(0)), static_cast<uint64_t>(shape.GetDim(1)), s,
-      DtypeCode(context->GetInputDesc(1)->GetDataType()), statDtype, *attrs->GetAttrPointer<bool>(0),
+      DtypeCode(context->GetInputDesc(kInput)->GetDataType()), statDtype, *attrs->GetAttrPointer<bool>(0),
       *attrs->GetAttrPointer<bool>(1), *attrs->GetAttrPointer<bool>(2)};
 
   auto ascendc = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
@@ -46,7 +98,8 @@ static ge::graphStatus BatchNormReduceBackwardTilingFunc(gert::TilingContext* co
   platform.aiCores = ascendc.GetCoreNumAic();
 
   const auto tiling = ascend_ops_kernels::TileBatchNormReduceBackward(op, platform);
-  if (!tiling.error.empty() || tiling.blockDim == 0) return ge::GRAPH_FAILED;  // never SetBlockDim(0)
+  if (!tiling.error.empty()) return Refuse(tiling.error);
+  if (tiling.blockDim == 0) return Refuse("no block to launch");  // never SetBlockDim(0)
   context->SetBlockDim(tiling.blockDim);
   // Batch mode: all blocks resident before any runs (SyncAll waits for every one of them).
   context->SetScheduleMode(1);

@@ -117,6 +117,7 @@ class BatchNormReduceBackwardKernel {
     LocalTensor<float> accDyXmu = accDy[t_.accElems];
     Duplicate(accDy, 0.0f, t_.accElems);
     Duplicate(accDyXmu, 0.0f, t_.accElems);
+    PipeBarrier<PIPE_V>();  // the first tile's Adds read the zeroed accumulators
     float negMean = 0.0f;
     if (t_.channelsPerTile == 1) {
       negMean = -StatToFloat(meanGm_.GetValue(first));
@@ -131,6 +132,7 @@ class BatchNormReduceBackwardKernel {
       LocalTensor<float> result = resultBuf_.Get<float>();
       LocalTensor<float> tmp = reduceTmpBuf_.Get<float>();
       ReduceSum(result, accDy, tmp, t_.accElems);
+      PipeBarrier<PIPE_V>();  // both use tmp
       ReduceSum(result[8], accDyXmu, tmp, t_.accElems);
       Sync<HardEvent::V_S>();
       sums_[0] = result.GetValue(0);
@@ -160,6 +162,7 @@ class BatchNormReduceBackwardKernel {
     for (uint32_t i = channels * static_cast<uint32_t>(t_.s); i < t_.tilePitch; ++i) mean.SetValue(i, 0.0f);
     Sync<HardEvent::S_V>();
     for (uint32_t r = 1; r < t_.tileRows; ++r) Adds(mean[r * t_.tilePitch], mean, 0.0f, t_.tilePitch);
+    PipeBarrier<PIPE_V>();  // the tiles' Sub reads every row
   }
 
   // Adds the accumulator's rows pairwise until row 0 holds their sum (a fixed tree).
@@ -169,6 +172,7 @@ class BatchNormReduceBackwardKernel {
       const uint32_t half = rows / 2;
       const uint32_t keep = rows - half;
       Add(acc, acc, acc[keep * t_.tilePitch], half * t_.tilePitch);
+      PipeBarrier<PIPE_V>();  // the next level adds what this one wrote
       rows = keep;
     }
   }
@@ -206,6 +210,8 @@ class BatchNormReduceBackwardKernel {
     LocalTensor<T> x = xQue_.DeQue<T>();
     LocalTensor<float> dyF;
     LocalTensor<float> xF;
+    // Explicit same-pipe barriers where an instruction reads (or overwrites) what the one
+    // before wrote (or reads), as CANN's kernels have them (no reliance on auto-sync).
     if constexpr (IsFloat()) {
       dyF = dy.template ReinterpretCast<float>();
       xF = x.template ReinterpretCast<float>();
@@ -214,15 +220,19 @@ class BatchNormReduceBackwardKernel {
       xF = dyF[t_.accElems];
       Cast(dyF, dy, RoundMode::CAST_NONE, count);
       Cast(xF, x, RoundMode::CAST_NONE, count);
+      PipeBarrier<PIPE_V>();
     }
     if (t_.channelsPerTile == 1) {
       Adds(xF, xF, negMean, count);  // x − mean, exact enough in fp32 even for |mean| ≫ std
     } else {
       Sub(xF, xF, meanBuf_.Get<float>(), count);
     }
-    Mul(xF, xF, dyF, count);        // dy·(x − mean)
     Add(accDy, accDy, dyF, count);
+    PipeBarrier<PIPE_V>();
+    Mul(xF, xF, dyF, count);        // dy·(x − mean)
+    PipeBarrier<PIPE_V>();
     Add(accDyXmu, accDyXmu, xF, count);
+    PipeBarrier<PIPE_V>();  // the next tile's Casts overwrite dyF and xF; the reduction reads the sums
     dyQue_.FreeTensor(dy);
     xQue_.FreeTensor(x);
   }

@@ -22,7 +22,10 @@
 // labelSmoothing after softmaxOptional, where the built-in takes it after maskedTarget
 // (see ../README.md, "One package").
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "dlog_pub.h"  // CANN's slog (dlog_error): where a TilingFunc says why it refuses
 #include "register/op_def_registry.h"
 #include "tiling/platform/platform_ascendc.h"
 #include "tiling/tiling_api.h"  // matmul_tiling::MultiCoreMatmulTiling
@@ -82,6 +85,81 @@ static bool FlceOptions(gert::TilingContext* context, uint32_t& options, float& 
   return true;
 }
 
+// Every GRAPH_FAILED is logged with its reason first, through CANN's slog as asc-devkit's
+// own host tiling reports its errors (PF_LOGE, include/utils/tiling/platform/
+// platform_ascendc_log.h:34-37): "refuses this call" for what the caller passed (the shapes,
+// the options, what the kernel cannot take), "failed" for what no call should reach.
+static ge::graphStatus Refuse(const std::string& why) {
+  dlog_error(ASCENDCKERNEL, "AscendOpsFusedLinearCrossEntropyLossGrad refuses this call: %s", why.c_str());
+  return ge::GRAPH_FAILED;
+}
+
+static ge::graphStatus Fail(const std::string& why) {
+  dlog_error(ASCENDCKERNEL, "AscendOpsFusedLinearCrossEntropyLossGrad failed: %s", why.c_str());
+  return ge::GRAPH_FAILED;
+}
+
+static std::string DimsText(const std::vector<int64_t>& dims) {
+  std::string text = "[";
+  for (size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
+  return text + "]";
+}
+
+static std::vector<int64_t> Dims(const gert::Shape& shape) {
+  std::vector<int64_t> dims(shape.GetDimNum());
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = shape.GetDim(i);
+  return dims;
+}
+
+// "" when input `index` is absent or has exactly the sizes `expected`, else why not, naming
+// it: the kernel reads exactly these sizes, so anything else would read out of bounds.
+static std::string ShapeError(const gert::TilingContext* context, size_t index, const char* name,
+                              const char* symbols, const std::vector<int64_t>& expected) {
+  const gert::StorageShape* given = context->GetOptionalInputShape(index);
+  if (given == nullptr) return "";
+  const std::vector<int64_t> dims = Dims(given->GetStorageShape());
+  if (dims == expected) return "";
+  return std::string(name) + " must be " + symbols + " = " + DimsText(expected) + ", got " + DimsText(dims);
+}
+
+// The inputs' shapes against input [BT, H] and weight [V, H] (aclnnFusedLinearCrossEntropyLossGrad's,
+// and the loss options' of SPEC §7); "" when they all fit. The generated aclnn API checks
+// dtypes and formats against the OpDef, not shapes: this is the only check between a
+// malformed call and the kernel.
+static std::string FlceInputShapesError(const gert::TilingContext* context, int64_t& bt, int64_t& h, int64_t& v) {
+  const gert::Shape& input = context->GetInputShape(kInput)->GetStorageShape();
+  const gert::Shape& weight = context->GetInputShape(kWeight)->GetStorageShape();
+  if (input.GetDimNum() != 2 || input.GetDim(0) < 0 || input.GetDim(1) < 0)
+    return "input must be 2-D [BT, H], got " + DimsText(Dims(input));
+  bt = input.GetDim(0);
+  h = input.GetDim(1);
+  if (weight.GetDimNum() != 2 || weight.GetDim(0) < 0 || weight.GetDim(1) != h)
+    return "weight must be 2-D [V, H] with H = input.size(1) = " + std::to_string(h) + ", got " + DimsText(Dims(weight));
+  v = weight.GetDim(0);
+  // target_mask: bit i of byte i / 8 is row i's flag, so at least ceil(BT / 8) bytes.
+  const gert::Shape& mask = context->GetInputShape(kTargetMask)->GetStorageShape();
+  if (mask.GetDimNum() != 1 || mask.GetDim(0) < (bt + 7) / 8)
+    return "target_mask must be bit-packed uint8 [n] with n >= ceil(BT / 8) = " + std::to_string((bt + 7) / 8) +
+           ", got " + DimsText(Dims(mask));
+  const struct { FlceInput index; const char* name; const char* symbols; std::vector<int64_t> dims; } expected[] = {
+      {kGrad, "grad", "[BT]", {bt}},
+      {kMaskedTarget, "masked_target", "[BT]", {bt}},
+      {kLogitsMax, "logits_max", "[BT]", {bt}},
+      {kSumExpLogits, "sum_exp_logits", "[BT]", {bt}},
+      {kSoftmax, "softmax", "[BT, V]", {bt, v}},
+      {kBias, "bias", "[V]", {v}},
+      {kClassWeight, "class_weight", "[V]", {v}},
+      {kAlpha, "alpha", "[BT]", {bt}},
+      {kBeta, "beta", "[BT]", {bt}},
+      {kGamma, "gamma", "[BT]", {bt}},
+  };
+  for (const auto& e : expected) {
+    std::string error = ShapeError(context, e.index, e.name, e.symbols, e.dims);
+    if (!error.empty()) return error;
+  }
+  return "";
+}
+
 // Deterministic always, so there is no setting to read: CANN's own FLCE TilingFunc (ops-nn
 // v9.0.0 op_host/fused_linear_cross_entropy_loss_grad_tiling.cpp) reads none either -- its
 // kernels are deterministic by construction (fixed-order sums of per-core partials) -- and
@@ -89,27 +167,34 @@ static bool FlceOptions(gert::TilingContext* context, uint32_t& options, float& 
 // and step: the result does not depend on the schedule, nor on the core count).
 static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingContext* context) {
   const float labelSmoothing = *context->GetAttrs()->GetAttrPointer<float>(kLabelSmoothing);
-  if (labelSmoothing != 0.0f) return ge::GRAPH_FAILED;  // SPEC §1: only 0.0 is supported
+  if (labelSmoothing != 0.0f)  // SPEC §1: only 0.0 is supported
+    return Refuse("label_smoothing must be 0.0 (smoothing comes in through gamma), got " +
+                  std::to_string(labelSmoothing));
   const bool highPerformance = context->GetOptionalInputShape(kSoftmax) != nullptr;
   const bool logitsMax = context->GetOptionalInputShape(kLogitsMax) != nullptr;
   const bool sumExpLogits = context->GetOptionalInputShape(kSumExpLogits) != nullptr;
   const bool memorySaving = logitsMax && sumExpLogits;
   // Exactly one mode's inputs: softmax alone, or logits_max and sum_exp_logits without it.
-  if (highPerformance ? (logitsMax || sumExpLogits) : !memorySaving) return ge::GRAPH_FAILED;
+  if (highPerformance ? (logitsMax || sumExpLogits) : !memorySaving)
+    return Refuse("give softmax alone (high-performance mode) or logits_max and sum_exp_logits without it "
+                  "(memory-saving mode)");
+  int64_t bt = 0, h = 0, v = 0;
+  const std::string shapeError = FlceInputShapesError(context, bt, h, v);
+  if (!shapeError.empty()) return Refuse(shapeError);
 
-  const gert::Shape& input = context->GetInputShape(kInput)->GetStorageShape();    // [BT, H]
-  const gert::Shape& weight = context->GetInputShape(kWeight)->GetStorageShape();  // [V, H]
   ascend_ops_kernels::FusedLinearCrossEntropyLossGradShape shape{};
-  shape.bt = static_cast<uint64_t>(input.GetDim(0));
-  shape.h = static_cast<uint64_t>(input.GetDim(1));
-  shape.v = static_cast<uint64_t>(weight.GetDim(0));
+  shape.bt = static_cast<uint64_t>(bt);
+  shape.h = static_cast<uint64_t>(h);
+  shape.v = static_cast<uint64_t>(v);
   shape.dtype = context->GetInputDesc(kInput)->GetDataType() == ge::DT_BF16 ? ascend_ops_kernels::kBFloat16
                                                                            : ascend_ops_kernels::kFloat16;
   shape.mode = memorySaving ? ascend_ops_kernels::kMemorySaving : ascend_ops_kernels::kHighPerformance;
   shape.maskPacked = true;  // the op takes the bit-packed uint8 mask only
   shape.target64 = context->GetInputDesc(kMaskedTarget)->GetDataType() == ge::DT_INT64;
   // SPEC §7's options (label smoothing comes in through gamma, not the attribute).
-  if (!FlceOptions(context, shape.options, shape.logitScale, shape.softcap)) return ge::GRAPH_FAILED;
+  if (!FlceOptions(context, shape.options, shape.logitScale, shape.softcap))
+    return Refuse("the loss options need alpha, beta and gamma together, and bias, class_weight, a logit_scale "
+                  "other than 1 or a softcap only with them");
 
   auto ascendc = platform_ascendc::PlatformAscendC(context->GetPlatformInfo());
   uint64_t ub = 0;
@@ -133,10 +218,11 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   // simulator runs: the POD tiling data, the tiling key, the cube cores to launch (the
   // MIX kernel's blockDim counts AI cores, each one AIC + 2 AIV) and the user workspace.
   auto tiling = ascend_ops_kernels::TileFusedLinearCrossEntropyLossGrad(shape, platform);
+  if (!tiling.error.empty()) return Refuse(tiling.error);
   // BT = 0 or H = 0 gives no block: the adapter zero-fills the outputs without calling the
   // op (op_plugin's FLCE adapter), so a tiling with no block is an error here, never
   // SetBlockDim(0).
-  if (!tiling.error.empty() || tiling.blockDim == 0) return ge::GRAPH_FAILED;
+  if (tiling.blockDim == 0) return Refuse("BT = 0 or H = 0 has nothing to launch (the caller zero-fills the outputs)");
   // The three Matmul tilings from CANN's library, then checked against the chip's cube
   // buffers (the plain tiling leaves them to this call).
   ascend_ops_kernels::FlceMatmulRequest requests[3];
@@ -147,16 +233,21 @@ static ge::graphStatus FusedLinearCrossEntropyLossGradTilingFunc(gert::TilingCon
   if (!CannCubeTiling(ascendc, l1, requests[0], false, true, dtype, d.logitsMm) ||
       !CannCubeTiling(ascendc, l1, requests[1], false, false, dtype, d.inputGradMm) ||
       !CannCubeTiling(ascendc, l1, requests[2], true, false, dtype, d.weightGradMm))
-    return ge::GRAPH_FAILED;
+    return Fail("CANN's Matmul tiling refused one of the three requests (its log above says which)");
   const AscendC::tiling::TCubeTiling mms[] = {d.logitsMm, d.inputGradMm, d.weightGradMm};
-  if (!ascend_ops_kernels::FlceCubeBufferError(mms, 3, platform).empty()) return ge::GRAPH_FAILED;
+  const std::string bufferError = ascend_ops_kernels::FlceCubeBufferError(mms, 3, platform);
+  if (!bufferError.empty()) return Fail(bufferError);
+  const std::string fillError = ascend_ops_kernels::FlceFillError(d.inputGradMm, d.weightGradMm, shape.v, shape.mode);
+  if (!fillError.empty()) return Refuse(fillError);
   context->SetBlockDim(tiling.blockDim);
   // Batch mode: the launch holds all its cores before any starts; the cross-core flags
   // and SyncAll would deadlock against another stream's kernel holding some of them.
   context->SetScheduleMode(1);
   context->SetTilingKey(tiling.tilingKey);
   auto* raw = context->GetRawTilingData();
-  if (raw->GetCapacity() < sizeof(tiling.data)) return ge::GRAPH_FAILED;
+  if (raw->GetCapacity() < sizeof(tiling.data))
+    return Fail("the raw tiling buffer holds " + std::to_string(raw->GetCapacity()) + " bytes, the tiling data needs " +
+                std::to_string(sizeof(tiling.data)));
   std::memcpy(raw->GetData(), &tiling.data, sizeof(tiling.data));
   raw->SetDataSize(sizeof(tiling.data));
   size_t* workspace = context->GetWorkspaceSizes(1);

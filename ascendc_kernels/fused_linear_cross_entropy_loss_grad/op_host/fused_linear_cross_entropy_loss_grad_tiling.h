@@ -48,6 +48,20 @@ struct FusedLinearCrossEntropyLossGradTiling {
   std::string error;
 };
 
+// What the kernel takes. The Matmul library copies every L1 fill GM -> L1 with one ND->NZ
+// DataCopy whose source row pitch (Nd2NzParams.srcDValue) is a uint16_t on A2, [1, 65535]
+// (asc-devkit include/basic_api/kernel_struct_data_copy.h:300, data_copy_wrapper_nd.h:85):
+// x's and w's pitch is H, in both modes with CFG_NORM, so H <= 65535 (CANN's own FLCE
+// tiling has the same limit). High-performance mode's G lies over the softmax at pitch 2V;
+// its GEMMs take intrinsicsCheck (row-by-row fills past 65535, data_copy_wrapper_nd.h:105-113)
+// whose row offsets gCol · i are int32 (:112): 2V times the rows of one fill (at most 1024
+// here, FlceFillError checks the tilings) must stay below 2^31, so V <= 2^20 there.
+// Memory-saving mode's G pitch is a window's columns (<= 2048): V is bounded by the 32-bit
+// Matmul shapes only.
+constexpr uint64_t kFlceMaxH = 65535;
+constexpr uint64_t kFlceMaxHighPerformanceV = uint64_t(1) << 20;
+constexpr uint64_t kFlceMaxFillRows = 1024;
+
 constexpr uint32_t kFlceRowBlock = 128;  // rows of a logits task
 constexpr uint32_t kFlceColBlock = 256;  // vocabulary columns of a logits task
 constexpr uint32_t kFlceTileM = 128;     // output rows of a backward GEMM tile
@@ -98,6 +112,21 @@ inline std::string FlceCubeBufferError(const AscendC::tiling::TCubeTiling* mms, 
     l1 = Max(l1, uint64_t(m.shareL1Size));
   }
   if (l1 > platform.l1Bytes) return "a Matmul needs " + std::to_string(l1) + " bytes of L1, the platform has " + std::to_string(platform.l1Bytes);
+  return "";
+}
+
+// High-performance mode's G operands (input_grad's A, row pitch 2V; weight_grad's A = Gᵀ,
+// the same pitch as orgM) are copied row by row when 2V >= 65535; the library adds gCol · i
+// in int32 for the i-th row of a fill (data_copy_wrapper_nd.h:112): refused when the
+// tilings' fills are too tall for that ("" when they fit).
+inline std::string FlceFillError(const AscendC::tiling::TCubeTiling& inputGrad,
+                                 const AscendC::tiling::TCubeTiling& weightGrad, uint64_t v, uint32_t mode) {
+  if (mode != kHighPerformance) return "";
+  const uint64_t rows[2] = {uint64_t(inputGrad.baseM), uint64_t(weightGrad.baseK) * uint64_t(weightGrad.stepKa)};
+  for (uint64_t r : rows)
+    if (r > kFlceMaxFillRows || 2 * v * (r - 1) > 0x7FFFFFFFull)
+      return "a G fill of " + std::to_string(r) + " rows at pitch 2V = " + std::to_string(2 * v) +
+             " passes the Matmul copy's 32-bit row offsets";
   return "";
 }
 
@@ -187,8 +216,20 @@ inline FusedLinearCrossEntropyLossGradTiling TileFusedLinearCrossEntropyLossGrad
       return t;
     }
   }
-  if (shape.h > (1u << 30) || shape.v > (1u << 30) || shape.bt > (1u << 30)) {
-    t.error = "BT, H and V must each be below 2^30 (the Matmul shapes are 32-bit)";
+  if (shape.v > (1u << 30) || shape.bt > (1u << 30)) {
+    t.error = "BT (input.size(0)) and V (weight.size(0)) must each be at most 2^30 (the Matmul shapes are 32-bit), got "
+              "BT = " + std::to_string(shape.bt) + ", V = " + std::to_string(shape.v);
+    return t;
+  }
+  if (shape.h > kFlceMaxH) {
+    t.error = "H (input.size(1)) = " + std::to_string(shape.h) + " is above 65535: the Matmul's GM->L1 copy takes x's "
+              "and w's row pitch, H, in a 16-bit field on Atlas A2/A3 (Nd2NzParams.srcDValue)";
+    return t;
+  }
+  if (shape.mode == kHighPerformance && shape.v > kFlceMaxHighPerformanceV) {
+    t.error = "V (weight.size(0)) = " + std::to_string(shape.v) + " is above " +
+              std::to_string(kFlceMaxHighPerformanceV) + " in high-performance mode (G over the softmax has row pitch "
+              "2V, and the Matmul's row-by-row GM->L1 copy offsets are 32-bit): use memory-saving mode";
     return t;
   }
   FusedLinearCrossEntropyLossGradTilingData& d = t.data;

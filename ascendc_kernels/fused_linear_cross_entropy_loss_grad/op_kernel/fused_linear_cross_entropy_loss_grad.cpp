@@ -59,6 +59,16 @@ constexpr uint16_t FLAG_STEP_DONE = 7;  // mode 0, all AICs: this core's tiles o
 
 // ---- the cube core ------------------------------------------------------------------
 
+// The Matmul library copies each L1 fill GM -> L1 with one ND->NZ DataCopy whose source row
+// pitch (srcDValue, the operand's org row length) is a uint16_t on A2, range [1, 65535]
+// (asc-devkit kernel_struct_data_copy.h:300; data_copy_wrapper_nd.h:85): a longer pitch
+// would be truncated and the fill read the wrong rows. High-performance mode's A is G over
+// the softmax, row pitch 2V, past it from V = 32768: its GEMMs take intrinsicsCheck, with
+// which the library copies such a fill row by row (data_copy_wrapper_nd.h:105-113).
+// Memory-saving mode's pitches are H (x, w; the TilingFunc refuses H > 65535) and a window's
+// columns (at most 2048), so its objects keep CFG_NORM, one copy per fill.
+constexpr MatmulConfig kFlceLongRowsCfg = GetNormalConfig(true);
+
 template <typename T, bool kMemorySaving>
 class CubeSide {
   using AType = MatmulType<TPosition::GM, CubeFormat::ND, T, true>;
@@ -67,6 +77,8 @@ class CubeSide {
   // The backward GEMMs' C: fp32 accumulators (memory-saving), the outputs themselves (high-performance).
   using GradT = typename std::conditional<kMemorySaving, float, T>::type;
   using GradType = MatmulType<TPosition::GM, CubeFormat::ND, GradT>;
+  using GradMatmul = typename std::conditional<kMemorySaving, MatmulImpl<AType, BType, GradType, GradType, CFG_NORM>,
+                                               MatmulImpl<AType, BType, GradType, GradType, kFlceLongRowsCfg>>::type;
 
  public:
   __aicore__ inline explicit CubeSide(const FusedLinearCrossEntropyLossGradTilingData& tiling) : t_(tiling) {}
@@ -185,7 +197,7 @@ class CubeSide {
   const FusedLinearCrossEntropyLossGradTilingData& t_;
   TPipe pipe_;
   MatmulImpl<AType, BType, LogitsType> logitsMm_;
-  MatmulImpl<AType, BType, GradType> inputGradMm_, weightGradMm_;
+  GradMatmul inputGradMm_, weightGradMm_;
   GlobalTensor<T> xGm_, wGm_, gWindowGm_[2];
   GlobalTensor<float> logitsGm_;
   // The backward tiles' C: the fp32 accumulators [BT + V, H] (memory-saving), or input_grad
@@ -263,10 +275,16 @@ class VectorSide {
 
   __aicore__ inline void RunHighPerformance() {
     const uint64_t me = GetBlockIdx(), all = GetBlockNum() * GetTaskRatio();
-    for (uint64_t row = t_.bt * me / all; row < t_.bt * (me + 1) / all; ++row) {
-      const GRowScalars r = g_.Row(row, true);
-      for (uint64_t c0 = 0; c0 < t_.v; c0 += t_.chunkCols) {
-        const uint32_t cols = static_cast<uint32_t>(t_.v - c0 < t_.chunkCols ? t_.v - c0 : t_.chunkCols);
+    const uint64_t row0 = t_.bt * me / all, rowEnd = t_.bt * (me + 1) / all;
+    // Chunk by chunk, and within a chunk this core's rows: a chunk's class weights are
+    // loaded once for all of them (V > chunkCols gives a row several chunks; row by row,
+    // each row would reload all V of them, as many bytes as its softmax).
+    for (uint64_t c0 = 0; c0 < t_.v && row0 < rowEnd; c0 += t_.chunkCols) {
+      const uint32_t cols = static_cast<uint32_t>(t_.v - c0 < t_.chunkCols ? t_.v - c0 : t_.chunkCols);
+      g_.LoadColumns(c0, cols);  // options: this chunk's class weights
+      for (uint64_t row = row0; row < rowEnd; ++row) {
+        // Each row's target is checked once, in its first chunk.
+        const GRowScalars r = g_.Row(row, c0 == 0);
         // In place: G's chunk goes to bytes [4V·row + 2·c0, 4V·row + 2·(c0 + cols)), all of
         // them softmax columns below c0 + cols of this row, which are read by then.
         LocalTensor<float> p = pQue_.AllocTensor<float>();
@@ -275,7 +293,6 @@ class VectorSide {
         pQue_.EnQue(p);
         p = pQue_.DeQue<float>();
         LocalTensor<T> g = gQue_.AllocTensor<T>();
-        g_.LoadColumns(c0, cols);  // options: this chunk's class weights (once when V fits one chunk)
         g_.Apply(p, g, cols, c0, r);
         gQue_.EnQue(g);
         pQue_.FreeTensor(p);

@@ -23,6 +23,11 @@
 // compiles none of this. tanh(u) = 1 − 2/(exp(2u) + 1) (Exp, Adds, Div: the basic API;
 // exp overflowing to +inf gives 1, underflowing to 0 gives −1, as tanh).
 //
+// Every instruction that reads (or overwrites) UB bytes the one before it wrote (or reads)
+// follows a PipeBarrier<PIPE_V> or the V_S/S_V pair around the one-hot's scalar update, as
+// in CANN's own vector stage (ops-nn v9.0.0 fused_linear_cross_entropy_loss_grad_mem_friendly.h
+// :629, :632, :643, :666-668; high_perf.h:420): correct without bisheng's auto-sync.
+//
 // Targets: a row that is not masked must have its target in [0, V). One that is not is
 // computed as masked (nothing indexes with it) and reported: the first such row this vector
 // core saw goes to the workspace, and the host raises naming it (SPEC §1, as the CPU path).
@@ -92,7 +97,8 @@ class GStage {
   }
 
   // Loads the bias and class weights of columns [col0, col0 + cols) into UB, unless they
-  // are there already (memory-saving: once per logits task; high-performance: per chunk).
+  // are there already (memory-saving: once per logits task, the one column block of a
+  // window this core works on; high-performance: once per chunk for all of a core's rows).
   __aicore__ inline void LoadColumns(uint64_t col0, uint32_t cols) {
     if constexpr (kOptions) {
       const uint32_t wanted = kFromLogits ? uint32_t(kFlceOptBias | kFlceOptClassWeight)
@@ -154,73 +160,109 @@ class GStage {
     }
     if constexpr (kFromLogits) {
       Adds(p, p, r.negMax, n);
+      PipeBarrier<PIPE_V>();
       Exp(p, p, n);
+      PipeBarrier<PIPE_V>();
       Muls(p, p, r.invSum, n);
     }
+    SubtractOneHot(p, cols, col0, r, 1.0f);
+    Muls(p, p, r.grad, n);
+    PipeBarrier<PIPE_V>();
+    Cast(g, p, RoundMode::CAST_RINT, cols);
+  }
+
+  // p[target − col0] −= scale when row r's target lies in [col0, col0 + cols): a scalar
+  // update between the vector pipe's V_S and S_V flags, which also order the vector
+  // instructions around it; without it, a PipeBarrier<PIPE_V> does (as CANN's ComputeV1:
+  // its MulV1 follows UpdateV1's S_V flag with no barrier, mem_friendly.h:635-641).
+  __aicore__ inline void SubtractOneHot(const LocalTensor<float>& p, uint32_t cols, uint64_t col0,
+                                        const GRowScalars& r, float scale) {
     if (r.target >= static_cast<int64_t>(col0) && r.target < static_cast<int64_t>(col0 + cols)) {
       const uint32_t at = static_cast<uint32_t>(r.target - static_cast<int64_t>(col0));
       const TEventID vToS = GetTPipePtr()->FetchEventID(HardEvent::V_S);
       SetFlag<HardEvent::V_S>(vToS);
       WaitFlag<HardEvent::V_S>(vToS);
-      p.SetValue(at, p.GetValue(at) - 1.0f);
+      p.SetValue(at, p.GetValue(at) - scale);
       const TEventID sToV = GetTPipePtr()->FetchEventID(HardEvent::S_V);
       SetFlag<HardEvent::S_V>(sToV);
       WaitFlag<HardEvent::S_V>(sToV);
+    } else {
+      PipeBarrier<PIPE_V>();
     }
-    Muls(p, p, r.grad, n);
-    Cast(g, p, RoundMode::CAST_RINT, cols);
   }
 
   // The options' form of Apply (the top's formulas); LoadColumns(col0, cols) came first.
+  // Every step reads what the one before wrote: a PipeBarrier<PIPE_V> between each (the
+  // first also orders this row's t and scratch writes after the previous row's reads).
   __aicore__ inline void ApplyOptions(const LocalTensor<float>& p, const LocalTensor<T>& g, uint32_t cols,
                                       uint64_t col0, const GRowScalars& r) {
     const int32_t n = static_cast<int32_t>(cols);
     const bool softcap = (o_.flags & kFlceOptSoftcap) != 0, scaled = (o_.flags & kFlceOptScale) != 0;
     LocalTensor<float> t;
     if (softcap) t = tanhBuf_.Get<float>();
+    PipeBarrier<PIPE_V>();
     if constexpr (kFromLogits) {
-      if (o_.flags & kFlceOptBias) Add(p, p, biasBuf_.Get<float>(), n);
-      if (scaled) Muls(p, p, o_.logitScale, n);
+      if (o_.flags & kFlceOptBias) {
+        Add(p, p, biasBuf_.Get<float>(), n);
+        PipeBarrier<PIPE_V>();
+      }
+      if (scaled) {
+        Muls(p, p, o_.logitScale, n);
+        PipeBarrier<PIPE_V>();
+      }
       if (softcap) {  // t = tanh(p / cap) = 1 − 2/(exp(2p/cap) + 1); y = cap·t
         LocalTensor<float> two = scratchBuf_.Get<float>();
-        Muls(t, p, 2.0f / o_.softcap, n);
-        Exp(t, t, n);
-        Adds(t, t, 1.0f, n);
+        // 2/cap clamped to the largest float: below 2/FLT_MAX (a subnormal cap) it would be
+        // inf, and inf · 0 a NaN at a zero logit; the clamped product still saturates t.
+        const float twoOverCap = o_.softcap > 2.0f / 3.40282347e38f ? 2.0f / o_.softcap : 3.40282347e38f;
+        Muls(t, p, twoOverCap, n);
         Duplicate(two, 2.0f, n);
-        Div(t, two, t, n);
-        Muls(t, t, -1.0f, n);
+        PipeBarrier<PIPE_V>();
+        Exp(t, t, n);
+        PipeBarrier<PIPE_V>();
         Adds(t, t, 1.0f, n);
+        PipeBarrier<PIPE_V>();
+        Div(t, two, t, n);
+        PipeBarrier<PIPE_V>();
+        Muls(t, t, -1.0f, n);
+        PipeBarrier<PIPE_V>();
+        Adds(t, t, 1.0f, n);
+        PipeBarrier<PIPE_V>();
         Muls(p, t, o_.softcap, n);
+        PipeBarrier<PIPE_V>();
       }
       Adds(p, p, r.negMax, n);
+      PipeBarrier<PIPE_V>();
       Exp(p, p, n);
+      PipeBarrier<PIPE_V>();
       Muls(p, p, r.invSum, n);
+      PipeBarrier<PIPE_V>();
     }
     Muls(p, p, r.grad, n);  // alpha·P
-    if (r.target >= static_cast<int64_t>(col0) && r.target < static_cast<int64_t>(col0 + cols)) {
-      const uint32_t at = static_cast<uint32_t>(r.target - static_cast<int64_t>(col0));
-      const TEventID vToS = GetTPipePtr()->FetchEventID(HardEvent::V_S);
-      SetFlag<HardEvent::V_S>(vToS);
-      WaitFlag<HardEvent::V_S>(vToS);
-      p.SetValue(at, p.GetValue(at) - r.beta);
-      const TEventID sToV = GetTPipePtr()->FetchEventID(HardEvent::S_V);
-      SetFlag<HardEvent::S_V>(sToV);
-      WaitFlag<HardEvent::S_V>(sToV);
-    }
+    SubtractOneHot(p, cols, col0, r, r.beta);
     if (o_.flags & kFlceOptClassWeight) {  // − gamma·w_j
       LocalTensor<float> gw = scratchBuf_.Get<float>();
       Muls(gw, weightBuf_.Get<float>(), -r.gamma, n);
+      PipeBarrier<PIPE_V>();
       Add(p, p, gw, n);
     } else {
       Adds(p, p, -r.gamma, n);
     }
+    PipeBarrier<PIPE_V>();
     if (softcap) {  // · (1 − t²)
       Mul(t, t, t, n);
+      PipeBarrier<PIPE_V>();
       Muls(t, t, -1.0f, n);
+      PipeBarrier<PIPE_V>();
       Adds(t, t, 1.0f, n);
+      PipeBarrier<PIPE_V>();
       Mul(p, p, t, n);
+      PipeBarrier<PIPE_V>();
     }
-    if (scaled) Muls(p, p, o_.logitScale, n);
+    if (scaled) {
+      Muls(p, p, o_.logitScale, n);
+      PipeBarrier<PIPE_V>();
+    }
     Cast(g, p, RoundMode::CAST_RINT, cols);
   }
 

@@ -18,6 +18,7 @@ struct LayoutEntry {
 #define ASIM_FIELD(T, f) {#T, #f, offsetof(T, f)}
 
 using PlatformFacts = ascend_ops_kernels::PlatformFacts;
+using ChipRates = ascend_ops_kernels::ChipRates;
 using BnTilingData = BatchNormReduceBackwardTilingData;
 using FlceTilingData = FusedLinearCrossEntropyLossGradTilingData;
 
@@ -27,8 +28,12 @@ const LayoutEntry kLayout[] = {
     ASIM_FIELD(PlatformFacts, aiCores), ASIM_FIELD(PlatformFacts, l1Bytes),
     ASIM_FIELD(PlatformFacts, l0aBytes), ASIM_FIELD(PlatformFacts, l0bBytes), ASIM_FIELD(PlatformFacts, l0cBytes),
     ASIM_FIELD(PlatformFacts, reserved), ASIM_FIELD(PlatformFacts, l2Bytes),
-    ASIM_FIELD(PlatformFacts, hbmBytesPerS), ASIM_FIELD(PlatformFacts, cubeFlopsPerS),
-    ASIM_FIELD(PlatformFacts, vectorClockHz), ASIM_FIELD(PlatformFacts, l2BytesPerS),
+
+    ASIM_SIZE(ChipRates), ASIM_FIELD(ChipRates, clockHz), ASIM_FIELD(ChipRates, hbmBytesPerS),
+    ASIM_FIELD(ChipRates, l2ReadBytesPerS), ASIM_FIELD(ChipRates, l2WriteBytesPerS),
+    ASIM_FIELD(ChipRates, ndFillBytesPerCycle), ASIM_FIELD(ChipRates, nzFillBytesPerCycle),
+    ASIM_FIELD(ChipRates, drainBytesPerCycle), ASIM_FIELD(ChipRates, l1ToL0BytesPerCycle),
+    ASIM_FIELD(ChipRates, l2PortsShared), ASIM_FIELD(ChipRates, drainOverlapsFill),
 
     ASIM_SIZE(AsimCounters), ASIM_FIELD(AsimCounters, gm_read_bytes), ASIM_FIELD(AsimCounters, gm_write_bytes),
     ASIM_FIELD(AsimCounters, ub_high_water), ASIM_FIELD(AsimCounters, vector_instructions),
@@ -85,7 +90,9 @@ const LayoutEntry kLayout[] = {
     ASIM_SIZE(AsimFlceModel), ASIM_FIELD(AsimFlceModel, cube_flops), ASIM_FIELD(AsimFlceModel, roofline_s),
     ASIM_FIELD(AsimFlceModel, modelled_s), ASIM_FIELD(AsimFlceModel, cube_bound_s),
     ASIM_FIELD(AsimFlceModel, vector_bound_s), ASIM_FIELD(AsimFlceModel, hbm_bound_s),
-    ASIM_FIELD(AsimFlceModel, l2_bound_s), ASIM_FIELD(AsimFlceModel, hbm_read_bytes),
+    ASIM_FIELD(AsimFlceModel, l2_bound_s), ASIM_FIELD(AsimFlceModel, fill_s), ASIM_FIELD(AsimFlceModel, drain_s),
+    ASIM_FIELD(AsimFlceModel, mmad_s), ASIM_FIELD(AsimFlceModel, operand_wait_s), ASIM_FIELD(AsimFlceModel, calls),
+    ASIM_FIELD(AsimFlceModel, max_core_calls), ASIM_FIELD(AsimFlceModel, hbm_read_bytes),
     ASIM_FIELD(AsimFlceModel, hbm_write_bytes), ASIM_FIELD(AsimFlceModel, l2_read_bytes),
     ASIM_FIELD(AsimFlceModel, l2_write_bytes), ASIM_FIELD(AsimFlceModel, vector_repeats), ASIM_FIELD(AsimFlceModel, atomic_add_bytes),
     ASIM_FIELD(AsimFlceModel, atomic_rmw_lines), ASIM_FIELD(AsimFlceModel, max_line_adders),

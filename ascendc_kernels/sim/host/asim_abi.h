@@ -62,12 +62,18 @@ struct AsimBnTiling {
   char error[128];
 };
 
-// The cost model of one FLCE launch (flce_model.cpp): seconds and bytes on the 910B.
+// The cost model of one FLCE launch (flce_model.cpp): seconds and bytes on the 910B at one
+// end of the rates' range (common/platform.h ChipRates).
 struct AsimFlceModel {
   double cube_flops;        // all cube cores
-  double roofline_s;        // cube_flops at the chip's cube peak
+  double roofline_s;        // cube_flops at the chip's cube peak (24 cores at the rates' clock)
   double modelled_s;        // the sum of the steps' times
   double cube_bound_s, vector_bound_s, hbm_bound_s, l2_bound_s;  // the steps each bound, their time
+  // The Matmul calls (IterateAll), all cube cores: how many, and their time by part: the
+  // first L1 fill before the first mmad, the fixpipe drain of C, the mmads, and the time
+  // the operands' L1 fills held the mmads back once the pipeline ran.
+  double fill_s, drain_s, mmad_s, operand_wait_s;
+  uint64_t calls, max_core_calls;
   uint64_t hbm_read_bytes, hbm_write_bytes;  // L2 misses and write-backs (lines)
   uint64_t l2_read_bytes, l2_write_bytes;    // every access, as the simulator counts them
   uint64_t vector_repeats;                   // all vector cores' 256-byte repeats
@@ -76,6 +82,10 @@ struct AsimFlceModel {
   uint64_t max_line_adders;                  // most cores adding into one line within one step
   uint64_t steps, footprint_bytes, line_bytes, l2_lines;
 };
+
+// What-if layouts for the model (not what the kernel does; asim_flce_model's `layouts`):
+// bit 0, G read transposed (weight_grad's A) comes from an NZ copy; bit 1, every operand does.
+enum AsimFlceLayouts : uint32_t { kAsimTransposedGNz = 1, kAsimAllNz = 2 };
 
 struct AsimFlceTiling {
   FusedLinearCrossEntropyLossGradTilingData data;

@@ -9,20 +9,31 @@
 //     the line from HBM, an evicted dirty line is written to it, and every line still dirty
 //     at the end is too (the outputs must reach HBM);
 //   - the cores run concurrently: each core's work is cut into pieces (a Matmul into slices
-//     of 256 along K, a DMA per row) that reach L2 in the order of the time they start,
-//     each cube core at 1/24 of the chip's peak, each vector core at one 256-byte repeat per
-//     cycle; the steps end at the kernel's barriers (…_schedule.h);
+//     of 256 along K, a DMA per row) that reach L2 in the order of the time they start;
+//     the steps end at the kernel's barriers (…_schedule.h);
+//   - a Matmul call (IterateAll) on one cube core runs as the tiling CANN's library returned
+//     for it lays it out: its first L1 fill of A and B (stepKa, stepKb base blocks along K)
+//     and the first slice into L0A/L0B before the first mmad; then per baseK slice the
+//     longer of the mmad (16 x 16 x 16 a cycle, fractals padded) and the next slice's
+//     operand fill (L1 double-buffered in every tiling used here); then the fixpipe drain
+//     of C out of L0C (dbL0C = 1: the next call's mmads wait for it). At the fast end of the
+//     rates the drain overlaps the next call's fill, at the slow end it does not;
+//   - each vector core at one 256-byte repeat per cycle; the loss options' vector work and
+//     operand loads (…_g_stage.h) when the tiling has them;
 //   - a fixpipe atomic add is a read and a write of its lines in L2; within a step, the
 //     number of cores adding into one line is its contention (the kernel never has two);
 //
 // and each step takes the longest of: its busiest core (cube, or vector), its HBM bytes at
-// the HBM bandwidth, its L2 bytes at the L2 bandwidth. The launch is the sum of its steps.
+// the HBM bandwidth, its L2 reads and writes at the L2's (added at the slow end, each on its
+// own port at the fast end). The launch is the sum of its steps. Every rate comes from
+// common/platform.h's ChipRates, one set per end of the range the public sources give.
 // Traffic is counted as the simulator counts it (Matmul operand loads in bytes, everything
 // else in the 32-byte sectors it touches), and tests/test_ascendc_sim.py checks the model's
 // FLOPs, reads, writes and vector repeats against the simulator's counters at small shapes.
-// Not modelled: latencies (barriers, flags, DMA issue), how bandwidth limits interleave the
-// cores (a step's pieces keep their compute-time order), L2 banks and the placement of lines,
-// the cube's L1 reuse beyond one Matmul call.
+// Not modelled: latencies (barriers, flags, DMA issue and first-byte latency), how bandwidth
+// limits interleave the cores (a step's pieces keep their compute-time order), L2 banks and
+// the placement of lines, the cube's L1 reuse beyond one Matmul call, the row-by-row fills
+// of GetNormalConfig(true) past a 65535-element pitch (none at the report's shapes).
 #include <algorithm>
 #include <cstring>
 #include <queue>
@@ -44,6 +55,7 @@ using flce::FlceWindow;
 using Tiling = FusedLinearCrossEntropyLossGradTilingData;
 
 constexpr uint64_t kSector = 32;    // the simulator's unit of DMA traffic
+constexpr uint64_t kFractal = 16;   // the cube's M, N and K granule
 constexpr uint64_t kSliceK = 256;   // a Matmul call reaches L2 in slices of 256 along K
 constexpr uint64_t kAlign = 1 << 16;
 
@@ -135,8 +147,9 @@ struct Piece {
 
 class Model {
  public:
-  Model(const Tiling& t, uint32_t dtype, uint64_t line_bytes)
-      : t_(t), p_(akn::kAscend910B), e_(akn::DtypeBytes(dtype)), cores_(t.cubeCores), line_(line_bytes) {
+  Model(const Tiling& t, uint32_t dtype, uint64_t line_bytes, const akn::ChipRates& rates, uint32_t layouts)
+      : t_(t), p_(akn::kAscend910B), r_(rates), layouts_(layouts), e_(akn::DtypeBytes(dtype)), cores_(t.cubeCores),
+        line_(line_bytes) {
     uint64_t at = 0;
     auto place = [&](uint64_t bytes) { const uint64_t a = at; at += (bytes + kAlign - 1) / kAlign * kAlign + kAlign; return a; };
     x_ = place(t.bt * t.h * e_);
@@ -150,12 +163,18 @@ class Model {
     } else {
       softmax_ = place(t.bt * t.v * 4);
     }
+    if (t.options != 0) {
+      alpha_ = place(t.bt * 4);
+      beta_ = place(t.bt * 4);
+      gamma_ = place(t.bt * 4);
+      if (t.options & kFlceOptBias) bias_ = place(t.v * 4);
+      if (t.options & kFlceOptClassWeight) classWeight_ = place(t.v * 4);
+    }
     inputGrad_ = place(t.bt * t.h * e_);
     weightGrad_ = place(t.v * t.h * e_);
     user_ = place(t.userWorkspaceBytes);
     footprint_ = at;
     cache_ = new L2Cache(p_.l2Bytes, line_, at);
-    coreFlops_ = p_.cubeFlopsPerS / p_.aiCores;
   }
   ~Model() { delete cache_; }
 
@@ -173,7 +192,8 @@ class Model {
     out_.hbm_read_bytes = cache_->hbm_read;
     out_.hbm_write_bytes = cache_->hbm_write;
     out_.modelled_s = now_;
-    out_.roofline_s = out_.cube_flops / p_.cubeFlopsPerS;
+    out_.roofline_s = out_.cube_flops / (p_.aiCores * akn::kCubeFlopsPerCycle * r_.clockHz);
+    for (uint64_t c : core_calls_) out_.max_core_calls = std::max(out_.max_core_calls, c);
     out_.footprint_bytes = footprint_;
     out_.line_bytes = line_;
     out_.l2_lines = p_.l2Bytes / line_;
@@ -183,15 +203,40 @@ class Model {
  private:
   // ---- the kernel's pieces --------------------------------------------------------
 
-  // A Matmul call m x n x k: A [m, k] (or, transposed, stored [k, m]) at `a` with row
-  // pitch `lda`; B [k, n] (or, transposed, stored [n, k]) at `b` with pitch `ldb`; C [m, n]
-  // at `c` with pitch `ldc`, `cBytes` an element; in slices of kSliceK along K.
-  void Matmul(std::vector<Piece>& work, uint64_t m, uint64_t n, uint64_t k, uint64_t a, uint64_t lda, bool aTrans,
-              uint64_t b, uint64_t ldb, bool bTrans, uint64_t c, uint64_t ldc, uint64_t cBytes, Use cUse) {
+  // A Matmul call m x n x k with the tiling `mm`: A [m, k] (or, transposed, stored [k, m])
+  // at `a` with row pitch `lda`, in NZ when `aNz` (else ND); B [k, n] (or, transposed,
+  // stored [n, k]) at `b` with pitch `ldb`; C [m, n] at `c` with pitch `ldc`, `cBytes` an
+  // element; in pieces of kSliceK along K (see the top for the timing).
+  void Matmul(std::vector<Piece>& work, const AscendC::tiling::TCubeTiling& mm, uint64_t m, uint64_t n, uint64_t k,
+              uint64_t a, uint64_t lda, bool aTrans, bool aNz, uint64_t b, uint64_t ldb, bool bTrans, bool bNz,
+              uint64_t c, uint64_t ldc, uint64_t cBytes, Use cUse) {
+    const double clock = r_.clockHz;
+    const double rateA = (aNz ? r_.nzFillBytesPerCycle : r_.ndFillBytesPerCycle) * clock;
+    const double rateB = (bNz ? r_.nzFillBytesPerCycle : r_.ndFillBytesPerCycle) * clock;
+    const uint64_t baseK = std::max<uint64_t>(mm.baseK, kFractal);
+    const auto fractals = [](uint64_t x) { return (x + kFractal - 1) / kFractal; };
+    const auto mmad = [&](uint64_t kc) { return double(fractals(m) * fractals(n) * fractals(kc)) / clock; };
+    const auto operands = [&](uint64_t kc) { return double(m * kc * e_) / rateA + double(n * kc * e_) / rateB; };
+    // The first fill: stepKa (stepKb) base blocks of A (B) along K, then one slice into L0.
+    const uint64_t firstKa = std::min<uint64_t>(k, uint64_t(std::max(mm.stepKa, 1)) * baseK);
+    const uint64_t firstKb = std::min<uint64_t>(k, uint64_t(std::max(mm.stepKb, 1)) * baseK);
+    const double fill = double(m * firstKa * e_) / rateA + double(n * firstKb * e_) / rateB +
+                        double((m + n) * std::min(k, baseK) * e_) / (r_.l1ToL0BytesPerCycle * clock);
+    const double drain = double(m * n * cBytes) / (r_.drainBytesPerCycle * clock);
+    // Every tiling used here holds two L1 fills of each operand (depthA1 >= 2·stepKa): the
+    // next slice's fill overlaps this slice's mmad; with one, they would take turns.
+    const bool buffered = mm.depthA1 >= 2 * mm.stepKa && mm.depthB1 >= 2 * mm.stepKb;
+    const size_t first = work.size();
     for (uint64_t k0 = 0; k0 < k; k0 += kSliceK) {
       const uint64_t kc = std::min(kSliceK, k - k0);
       Piece piece;
-      piece.seconds = 2.0 * m * n * kc / coreFlops_;
+      for (uint64_t j = k0; j < k0 + kc; j += baseK) {
+        const uint64_t kk = std::min(baseK, k0 + kc - j);
+        const double compute = mmad(kk), supply = j == 0 ? 0.0 : operands(kk);
+        piece.seconds += buffered ? std::max(compute, supply) : compute + supply;
+        out_.mmad_s += compute;
+        out_.operand_wait_s += buffered ? std::max(0.0, supply - compute) : supply;
+      }
       if (aTrans) {
         for (uint64_t i = 0; i < kc; ++i) piece.ranges.push_back({a + ((k0 + i) * lda) * e_, m * e_, Use::Read, false});
       } else {
@@ -206,14 +251,27 @@ class Model {
     }
     Piece store;  // the fixpipe's C rows
     for (uint64_t i = 0; i < m; ++i) store.ranges.push_back({c + i * ldc * cBytes, n * cBytes, cUse, true});
+    if (r_.drainOverlapsFill) {  // this call's drain under the next call's fill
+      work[first].seconds += std::max(fill, drain);
+    } else {
+      work[first].seconds += fill;
+      store.seconds = drain;
+    }
     work.push_back(std::move(store));
+    out_.fill_s += fill;
+    out_.drain_s += drain;
     out_.cube_flops += 2.0 * m * n * k;
+    ++out_.calls;
+    ++core_calls_[current_core_];
   }
+
+  bool AllNz() const { return (layouts_ & kAsimAllNz) != 0; }
+  bool TransposedGNz() const { return (layouts_ & (kAsimAllNz | kAsimTransposedGNz)) != 0; }
 
   void LogitsWork(const FlceTask& k, uint64_t slot, uint64_t core, std::vector<Piece>& work) {
     const uint64_t ring = user_ + core * t_.ringBytes + slot * t_.logitsSlotBytes;
-    Matmul(work, k.rows, k.cols, t_.h, x_ + k.row0 * t_.h * e_, t_.h, false, w_ + k.col0 * t_.h * e_, t_.h, true, ring,
-           t_.colBlock, 4, Use::Write);
+    Matmul(work, t_.logitsMm, k.rows, k.cols, t_.h, x_ + k.row0 * t_.h * e_, t_.h, false, AllNz(),
+           w_ + k.col0 * t_.h * e_, t_.h, true, AllNz(), ring, t_.colBlock, 4, Use::Write);
   }
 
   void TileWork(const FlceTile& tile, std::vector<Piece>& work) {
@@ -224,22 +282,24 @@ class Model {
       const Use cUse = tile.add ? Use::Add : Use::Write;
       const uint64_t acc = user_ + t_.accOffset;
       if (tile.gemm == 0)
-        Matmul(work, tile.rows, tile.cols, tile.k, g + (tile.row0 - w.row0) * pitch * e_, pitch, false,
-               w_ + (tile.k0 * t_.h + tile.col0) * e_, t_.h, false, acc + (tile.row0 * t_.h + tile.col0) * 4, t_.h, 4,
-               cUse);
+        Matmul(work, t_.inputGradMm, tile.rows, tile.cols, tile.k, g + (tile.row0 - w.row0) * pitch * e_, pitch, false,
+               AllNz(), w_ + (tile.k0 * t_.h + tile.col0) * e_, t_.h, false, AllNz(),
+               acc + (tile.row0 * t_.h + tile.col0) * 4, t_.h, 4, cUse);
       else
-        Matmul(work, tile.rows, tile.cols, tile.k, g + (tile.row0 - w.col0) * e_, pitch, true,
-               x_ + (tile.k0 * t_.h + tile.col0) * e_, t_.h, false,
+        Matmul(work, t_.weightGradMm, tile.rows, tile.cols, tile.k, g + (tile.row0 - w.col0) * e_, pitch, true,
+               TransposedGNz(), x_ + (tile.k0 * t_.h + tile.col0) * e_, t_.h, false, AllNz(),
                acc + ((t_.bt + tile.row0) * t_.h + tile.col0) * 4, t_.h, 4, cUse);
       return;
     }
     const uint64_t pitch = 2 * t_.v;  // G over the softmax
     if (tile.gemm == 0)
-      Matmul(work, tile.rows, tile.cols, tile.k, softmax_ + tile.row0 * pitch * e_, pitch, false, w_ + tile.col0 * e_,
-             t_.h, false, inputGrad_ + (tile.row0 * t_.h + tile.col0) * e_, t_.h, e_, Use::Write);
-    else
-      Matmul(work, tile.rows, tile.cols, tile.k, softmax_ + tile.row0 * e_, pitch, true, x_ + tile.col0 * e_, t_.h,
-             false, weightGrad_ + (tile.row0 * t_.h + tile.col0) * e_, t_.h, e_, Use::Write);
+      Matmul(work, t_.inputGradMm, tile.rows, tile.cols, tile.k, softmax_ + tile.row0 * pitch * e_, pitch, false,
+             AllNz(), w_ + tile.col0 * e_, t_.h, false, AllNz(), inputGrad_ + (tile.row0 * t_.h + tile.col0) * e_,
+             t_.h, e_, Use::Write);
+    else  // A = Gᵀ: per K row a 256-byte run of G at a 4V-byte pitch (an ND fill), unless G is in NZ
+      Matmul(work, t_.weightGradMm, tile.rows, tile.cols, tile.k, softmax_ + tile.row0 * e_, pitch, true,
+             TransposedGNz(), x_ + tile.col0 * e_, t_.h, false, AllNz(),
+             weightGrad_ + (tile.row0 * t_.h + tile.col0) * e_, t_.h, e_, Use::Write);
   }
 
   // The per-row scalars the vector stage reads (…_g_stage.h Row): grad, the mask byte, the
@@ -252,6 +312,31 @@ class Model {
       piece.ranges.push_back({max_ + row * 4, 4, Use::Read, true});
       piece.ranges.push_back({sum_ + row * 4, 4, Use::Read, true});
     }
+    if (t_.options != 0)  // alpha, beta, gamma (they replace grad)
+      for (uint64_t coefficient : {alpha_, beta_, gamma_}) piece.ranges.push_back({coefficient + row * 4, 4, Use::Read, true});
+  }
+
+  bool Has(uint32_t option) const { return (t_.options & option) != 0; }
+
+  // The vector stage's fp32 repeats for one row of `cols` columns (…_g_stage.h Apply and
+  // ApplyOptions, instruction by instruction; the Cast counts its fp32 side).
+  uint64_t RowRepeats(uint64_t cols) const {
+    const uint64_t r = Repeats(cols);
+    const bool fromLogits = t_.mode == 0;
+    if (t_.options == 0) return (fromLogits ? 5 : 2) * r;  // [Adds, Exp, Muls], Muls, Cast
+    uint64_t n = 1 + (Has(kFlceOptClassWeight) ? 2 : 1) + (Has(kFlceOptScale) ? 1 : 0) + 1;  // alpha, -gamma(·w), scale, Cast
+    if (fromLogits)
+      n += (Has(kFlceOptBias) ? 1 : 0) + (Has(kFlceOptScale) ? 1 : 0) + (Has(kFlceOptSoftcap) ? 8 + 4 : 0) + 3;
+    return n * r;
+  }
+
+  // LoadColumns (…_g_stage.h): an AIV's bias and class-weight columns, when they changed.
+  void LoadColumns(uint64_t aiv, uint64_t col0, uint64_t cols, Piece& piece) {
+    const uint32_t wanted = t_.mode == 0 ? (kFlceOptBias | kFlceOptClassWeight) : kFlceOptClassWeight;
+    if ((t_.options & wanted) == 0 || (loaded_[aiv].first == col0 && loaded_[aiv].second == cols)) return;
+    if (t_.mode == 0 && Has(kFlceOptBias)) piece.ranges.push_back({bias_ + col0 * 4, cols * 4, Use::Read, true});
+    if (Has(kFlceOptClassWeight)) piece.ranges.push_back({classWeight_ + col0 * 4, cols * 4, Use::Read, true});
+    loaded_[aiv] = {col0, cols};
   }
 
   static uint64_t Repeats(uint64_t count) { return (count + 63) / 64; }  // fp32: 64 a repeat
@@ -267,30 +352,31 @@ class Model {
     for (uint32_t r = r0; r < r1; r += t_.gTileRows) {
       const uint32_t rows = std::min(t_.gTileRows, r1 - r);
       Piece piece;
+      LoadColumns(2 * core + sub, k.col0, k.cols, piece);
       for (uint32_t i = 0; i < rows; ++i) {
         piece.ranges.push_back({ring + uint64_t(r + i) * t_.colBlock * 4, k.cols * 4ull, Use::Read, true});
         RowScalars(k.row0 + r + i, piece);
         piece.ranges.push_back({g + uint64_t(r + i) * pitch * e_, k.cols * e_, Use::Write, true});
       }
-      piece.seconds = double(rows) * 5 * Repeats(k.cols) / p_.vectorClockHz;  // Adds, Exp, Muls x2, Cast
-      out_.vector_repeats += uint64_t(rows) * 5 * Repeats(k.cols);
+      piece.seconds = double(rows) * RowRepeats(k.cols) / (akn::kVectorRepeatsPerCycle * r_.clockHz);
+      out_.vector_repeats += uint64_t(rows) * RowRepeats(k.cols);
       work.push_back(std::move(piece));
     }
   }
 
-  // High-performance mode's G pass of one AIV: its rows, in chunks, in place.
+  // High-performance mode's G pass of one AIV: chunk by chunk, its rows, in place.
   void GPassWork(uint64_t aiv, uint64_t aivs, std::vector<Piece>& work) {
-    for (uint64_t row = t_.bt * aiv / aivs; row < t_.bt * (aiv + 1) / aivs; ++row) {
-      Piece scalars;
-      RowScalars(row, scalars);
-      work.push_back(std::move(scalars));
-      for (uint64_t c0 = 0; c0 < t_.v; c0 += t_.chunkCols) {
-        const uint64_t cols = std::min<uint64_t>(t_.chunkCols, t_.v - c0);
+    const uint64_t row0 = t_.bt * aiv / aivs, rowEnd = t_.bt * (aiv + 1) / aivs;
+    for (uint64_t c0 = 0; c0 < t_.v && row0 < rowEnd; c0 += t_.chunkCols) {
+      const uint64_t cols = std::min<uint64_t>(t_.chunkCols, t_.v - c0);
+      for (uint64_t row = row0; row < rowEnd; ++row) {
         Piece piece;
+        if (row == row0) LoadColumns(aiv, c0, cols, piece);
+        RowScalars(row, piece);
         piece.ranges.push_back({softmax_ + (row * t_.v + c0) * 4, cols * 4, Use::Read, true});
         piece.ranges.push_back({softmax_ + (row * 2 * t_.v + c0) * e_, cols * e_, Use::Write, true});
-        piece.seconds = 2.0 * Repeats(cols) / p_.vectorClockHz;  // Muls, Cast
-        out_.vector_repeats += 2 * Repeats(cols);
+        piece.seconds = double(RowRepeats(cols)) / (akn::kVectorRepeatsPerCycle * r_.clockHz);
+        out_.vector_repeats += RowRepeats(cols);
         work.push_back(std::move(piece));
       }
     }
@@ -311,7 +397,7 @@ class Model {
           const uint64_t out = row < t_.bt ? inputGrad_ + (row * t_.h + c) * e_ : weightGrad_ + ((row - t_.bt) * t_.h + c) * e_;
           piece.ranges.push_back({out, cols * e_, Use::Write, true});
         }
-        piece.seconds = double(rows) * Repeats(cols) / p_.vectorClockHz;
+        piece.seconds = double(rows) * Repeats(cols) / (akn::kVectorRepeatsPerCycle * r_.clockHz);
         out_.vector_repeats += rows * Repeats(cols);
         work.push_back(std::move(piece));
       }
@@ -336,7 +422,8 @@ class Model {
         out_.l2_write_bytes += bytes;  // an add: the simulator counts its C store as a write
         if (r.use == Use::Add) out_.atomic_add_bytes += bytes;
       }
-      step_l2_ += r.use == Use::Add ? 2 * bytes : bytes;  // the add also reads its bytes in L2
+      if (r.use != Use::Write) step_l2_read_ += bytes;  // an add also reads its bytes in L2
+      if (r.use != Use::Read) step_l2_write_ += bytes;
       cache_->Access(r.addr, r.bytes, r.use);
       if (r.use == Use::Add) Contend(r.addr, r.bytes, agent);
     }
@@ -396,15 +483,16 @@ class Model {
   // Ends a step that began at `begin` whose cores finished at `busy`: the longest of the
   // busy time, its HBM traffic and its L2 traffic at their bandwidths.
   void EndStep(double begin, double busy, bool cube) {
-    const double hbm = double(cache_->hbm_read + cache_->hbm_write - step_hbm_mark_) / p_.hbmBytesPerS;
-    const double l2 = double(step_l2_) / p_.l2BytesPerS;
+    const double hbm = double(cache_->hbm_read + cache_->hbm_write - step_hbm_mark_) / r_.hbmBytesPerS;
+    const double reads = double(step_l2_read_) / r_.l2ReadBytesPerS, writes = double(step_l2_write_) / r_.l2WriteBytesPerS;
+    const double l2 = r_.l2PortsShared ? reads + writes : std::max(reads, writes);
     const double take = std::max({busy, hbm, l2});
     if (take == busy) (cube ? out_.cube_bound_s : out_.vector_bound_s) += take;
     else if (take == hbm) out_.hbm_bound_s += take;
     else out_.l2_bound_s += take;
     now_ = begin + take;
     step_hbm_mark_ = cache_->hbm_read + cache_->hbm_write;
-    step_l2_ = 0;
+    step_l2_read_ = step_l2_write_ = 0;
     adders_.clear();
     ++out_.steps;
   }
@@ -420,6 +508,7 @@ class Model {
     for (uint64_t c = 0; c < cores_; ++c) {
       uint64_t q = 0;
       current_window_ = s;
+      current_core_ = c;
       for (uint64_t j = 0; flce::CoreTask(t_, s, c, cores_, j, q); ++j) {
         const FlceTask task = flce::TaskOf(t_, flce::WindowAt(t_, s), q);
         const uint64_t slot = tasks_[c]++ % 2;
@@ -462,13 +551,20 @@ class Model {
 
   const Tiling& t_;
   const akn::PlatformFacts p_;
+  const akn::ChipRates r_;
+  const uint32_t layouts_;  // AsimFlceLayouts: what-if NZ operands
   const uint64_t e_, cores_, line_;
   uint64_t x_ = 0, w_ = 0, grad_ = 0, mask_ = 0, target_ = 0, max_ = 0, sum_ = 0, softmax_ = 0;
+  uint64_t bias_ = 0, classWeight_ = 0, alpha_ = 0, beta_ = 0, gamma_ = 0;
   uint64_t inputGrad_ = 0, weightGrad_ = 0, user_ = 0, footprint_ = 0;
   L2Cache* cache_ = nullptr;
-  double coreFlops_ = 0, now_ = 0;
-  uint64_t step_l2_ = 0, step_hbm_mark_ = 0, current_window_ = 0;
+  double now_ = 0;
+  uint64_t step_l2_read_ = 0, step_l2_write_ = 0, step_hbm_mark_ = 0, current_window_ = 0, current_core_ = 0;
   std::vector<uint64_t> tasks_ = std::vector<uint64_t>(cores_, 0);  // logits blocks per AIC so far
+  std::vector<uint64_t> core_calls_ = std::vector<uint64_t>(cores_, 0);  // Matmul calls per AIC
+  // The columns each AIV's option buffers hold (LoadColumns).
+  std::vector<std::pair<uint64_t, uint64_t>> loaded_ =
+      std::vector<std::pair<uint64_t, uint64_t>>(2 * cores_, {~uint64_t(0), 0});
   std::unordered_map<uint64_t, std::pair<uint64_t, uint64_t>> adders_;  // line -> (last adder + 1, adders)
   AsimFlceModel out_{};
 };
@@ -478,19 +574,27 @@ class Model {
 extern "C" {
 
 // The model of one launch with this tiling (the FLCE TilingFunc's data), input dtype
-// (ascend_ops_kernels::DtypeCode) and L2 line size (64 or 512 bytes, or any power of two).
+// (ascend_ops_kernels::DtypeCode), L2 line size (64 or 512 bytes, or any power of two), the
+// rates of one end of their range (common/platform.h) and what-if operand layouts
+// (AsimFlceLayouts; 0: the kernel's own, every operand ND).
 int asim_flce_model(const FusedLinearCrossEntropyLossGradTilingData* tiling, uint32_t dtype, uint64_t line_bytes,
-                    AsimFlceModel* out, char* error, uint64_t error_bytes) {
+                    const ascend_ops_kernels::ChipRates* rates, uint32_t layouts, AsimFlceModel* out, char* error,
+                    uint64_t error_bytes) {
   try {
     if (line_bytes < 32 || (line_bytes & (line_bytes - 1)) != 0) throw std::runtime_error("line_bytes must be a power of two >= 32");
     if (tiling->cubeCores == 0 || tiling->cubeCores > 4096) throw std::runtime_error("the tiling launches no cube core");
-    Model model(*tiling, dtype, line_bytes);
+    Model model(*tiling, dtype, line_bytes, *rates, layouts);
     *out = model.Run();
     return 0;
   } catch (const std::exception& e) {
     std::snprintf(error, error_bytes, "%s", e.what());
     return 1;
   }
+}
+
+// The two ends of the rates' range (common/platform.h): 0 the fast end, 1 the slow end.
+void asim_chip_rates(uint32_t slow, ascend_ops_kernels::ChipRates* out) {
+  *out = slow ? ascend_ops_kernels::kA2RatesSlow : ascend_ops_kernels::kA2RatesFast;
 }
 
 }  // extern "C"

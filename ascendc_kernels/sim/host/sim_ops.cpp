@@ -218,7 +218,7 @@ static void CheckFlceHostTiling(const AsimFlceArgs& a, const FusedLinearCrossEnt
 }
 
 // One MIX launch does everything (no GEMM on the host), with the tiling data, key and
-// blockDim the FLCE TilingFunc produced (ascend_ops._cann_flce_tiling) and its workspace
+// blockDim the FLCE TilingFunc produced (ascend_ops._cann_tiling_funcs) and its workspace
 // size: the Matmul library's system part (what the TilingFunc reserved in front, from
 // GetLibApiWorkSpaceSize) followed by the kernel's user part.
 int asim_fused_linear_cross_entropy_loss_grad(const AsimFlceArgs* args,

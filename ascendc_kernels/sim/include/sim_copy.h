@@ -3,13 +3,19 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <sstream>
 
 #include "sim_tensor.h"
 
 namespace AscendC {
 
+// The fields at their A2 widths (asc-devkit include/basic_api/kernel_struct_data_copy.h:205-213:
+// blockCount uint16_t, blockLen, srcStride, dstStride uint32_t). CANN's constructor takes
+// them at those widths, so a wider value the kernel passes is truncated without a word;
+// this one takes the kernel's value whole and refuses what the field would truncate.
 struct DataCopyExtParams {
   uint16_t blockCount = 1;
   uint32_t blockLen = 0;   // bytes
@@ -17,8 +23,21 @@ struct DataCopyExtParams {
   uint32_t dstStride = 0;
   uint32_t rsv = 0;
   DataCopyExtParams() = default;
-  DataCopyExtParams(uint16_t count, uint32_t len, uint32_t src_stride, uint32_t dst_stride, uint32_t reserved)
-      : blockCount(count), blockLen(len), srcStride(src_stride), dstStride(dst_stride), rsv(reserved) {}
+  DataCopyExtParams(uint64_t count, uint64_t len, uint64_t src_stride, uint64_t dst_stride, uint64_t reserved)
+      : blockCount(Fit<uint16_t>(count, "blockCount", 205)), blockLen(Fit<uint32_t>(len, "blockLen", 206)),
+        srcStride(Fit<uint32_t>(src_stride, "srcStride", 211)), dstStride(Fit<uint32_t>(dst_stride, "dstStride", 212)),
+        rsv(Fit<uint32_t>(reserved, "rsv", 213)) {}
+
+ private:
+  template <typename F>
+  static F Fit(uint64_t value, const char* field, int line) {
+    if (value > uint64_t(F(~F(0))))
+      sim::Fail(std::string("DataCopyExtParams.") + field + " = " + std::to_string(value) + " (or a negative value) "
+                "does not fit its " + std::to_string(8 * sizeof(F)) + "-bit field on A2 (asc-devkit "
+                "include/basic_api/kernel_struct_data_copy.h:" + std::to_string(line) + "): the device would use " +
+                std::to_string(F(value)) + ", silently");
+    return F(value);
+  }
 };
 
 template <typename T>
@@ -45,11 +64,18 @@ void CheckUbAligned(const AscendC::LocalTensor<T>& t, const char* what) {
 }
 
 template <typename T>
-void CheckDataCopyCount(uint32_t count) {
-  const uint64_t bytes = uint64_t(count) * sizeof(T);
+void CheckDataCopyCount(uint64_t count) {
+  const uint64_t bytes = count * sizeof(T);
   if (count == 0 || bytes % Ctx().launch->soc->blockBytes != 0)
     Fail("DataCopy of " + std::to_string(count) + " elements (" + std::to_string(bytes) +
          " bytes) is not a positive multiple of 32 bytes (use DataCopyPad for unaligned lengths)");
+  // CANN takes calCount as uint32_t and issues one burst of calCount / (32 bytes' elements)
+  // blocks (asc-devkit impl/basic_api/kernel_operator_data_copy_base_impl.h:60) into
+  // DataCopyParams::blockLen, a uint16_t (include/basic_api/kernel_struct_data_copy.h:60).
+  if (count > UINT32_MAX || bytes / Ctx().launch->soc->blockBytes > 65535)
+    Fail("DataCopy of " + std::to_string(count) + " elements is " + std::to_string(bytes / 32) +
+         " blocks of 32 bytes, past DataCopyParams.blockLen's 16 bits (65535 blocks, 2 MiB - 32 bytes) on A2: the "
+         "device would copy " + std::to_string((bytes / 32) & 0xFFFF) + " blocks, silently");
 }
 
 inline uint32_t RoundUp(uint32_t x, uint32_t to) { return (x + to - 1) / to * to; }
@@ -69,7 +95,7 @@ void CheckPadParams(const AscendC::DataCopyExtParams& p) {
 namespace AscendC {
 
 template <typename T>
-void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const uint32_t calCount) {
+void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const uint64_t calCount) {
   sim::CallScope scope("DataCopy(GM->UB)");
   sim::CheckDataCopyCount<T>(calCount);
   sim::CheckUbAligned(dst, "destination");
@@ -80,7 +106,7 @@ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const uint3
 }
 
 template <typename T>
-void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const uint32_t calCount) {
+void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const uint64_t calCount) {
   sim::CallScope scope("DataCopy(UB->GM)");
   sim::CheckDataCopyCount<T>(calCount);
   sim::CheckUbAligned(src, "source");

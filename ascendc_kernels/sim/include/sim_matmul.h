@@ -32,6 +32,21 @@
 // shapes within the org shape and the tiling's singleCore sizes, a transposed operand
 // only when its MatmulType allows it, operands set before Iterate.
 //
+// Field widths (A2, `__NPU_ARCH__` 2201): every L1 fill is the ND->NZ DataCopy asc-devkit's
+// DataCopyWrapper::CopyND2NZ issues (impl/adv_api/detail/matmul/stage/copy_cube_in/
+// copy_tile_to_cube/data_copy_wrapper_nd.h:80-118), and its Nd2NzParams fields are uint16_t
+// on A2 (include/basic_api/kernel_struct_data_copy.h:293-300) with the documented ranges
+// (AscendC docs DataCopy, ND2NZ): nValue (the fill's rows) [0, 16384], dValue (its columns)
+// [0, 65535], srcDValue (the operand's row pitch in GM: orgKa for A, orgM for A transposed,
+// orgN for B, orgKb for B transposed; `gCol`, :85) [1, 65535], dstNzC0Stride (the rows
+// rounded up to 16, :97) [1, 16384]. A pitch past 65535 would be truncated to its low 16
+// bits and the fill would read the wrong rows, silently: the simulator fails instead. Only a
+// MatmulConfig with intrinsicsCheck (GetNormalConfig(true)) takes such a pitch: the library
+// then copies a fill row by row (nValue 1, srcDValue = the fill's width, :108-113) whenever
+// gCol >= 65535, at source offsets gCol · i computed in int32 (:112), which the simulator
+// checks too. SetOrgShape / SetSingleShape take int (32-bit) as CANN declares them: a
+// larger value the kernel passes is refused rather than truncated.
+//
 // Numerics: half/bfloat16 products are exact in fp32; each C element is accumulated in
 // fp32 over K in order. Costs: 2·m·n·k cube FLOPs per block, and GM reads of the A and B
 // tiles a block loads into L1: blocks go M-outer, N-inner; an A panel (baseM rows, all
@@ -57,11 +72,30 @@
 
 enum class CubeFormat : uint8_t { ND = 0, NZ, ZN, ZZ, NN, ND_ALIGN, SCALAR, VECTOR };
 
+// MatmulConfig as asc-devkit declares it (include/adv_api/matmul/matmul_config.h), reduced
+// to the fields the simulator reads; GetNormalConfig's first three parameters as CANN's
+// (include/adv_api/matmul/tiling.h:36): intrinsicsLimit sets intrinsicsCheck, the
+// row-by-row GM->L1 copy of an operand whose row pitch is past 65535 elements.
+struct MatmulConfig {
+  bool doNorm;
+  bool intrinsicsCheck;
+  bool isNBatch;
+  bool enVecND2NZ;
+};
+constexpr MatmulConfig GetNormalConfig(const bool intrinsicsLimit = false, const bool batchLoop = false,
+                                       const bool isVecND2NZ = false) {
+  return MatmulConfig{true, intrinsicsLimit, batchLoop, isVecND2NZ};
+}
+constexpr MatmulConfig CFG_NORM = GetNormalConfig();
+
 namespace sim {
 
 // Checks a TCubeTiling as the Matmul library reads it, against the cube's buffers;
 // returns the L1 bytes it reserves.
 uint64_t CheckCubeTiling(const TCubeTiling& t, uint32_t a_bytes, uint32_t b_bytes);
+
+// A Matmul API argument CANN declares int: refused when int would truncate it.
+void CheckInt32(const char* name, int64_t value);
 
 // How a Matmul object reaches the cube.
 enum class MatmulRoute : uint8_t { None, Direct, KfcClient };
@@ -73,6 +107,7 @@ struct MatmulState {
   uint32_t index = 0;         // 1, 2, ...: the order Init/REGIST_MATMUL_OBJ registered it on its core
   MatmulRoute route = MatmulRoute::None;
   uint32_t a_bytes = 2, b_bytes = 2;
+  bool intrinsics_check = false;  // MatmulConfig::intrinsicsCheck: row-by-row fills past a 16-bit pitch
   bool a_may_transpose = false, b_may_transpose = false;
   float (*load_a)(const void*, uint64_t) = nullptr;
   float (*load_b)(const void*, uint64_t) = nullptr;
@@ -133,7 +168,7 @@ struct MatmulType {
 
 class TPipe;
 
-template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE>
+template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE, const auto& MM_CFG = CFG_NORM>
 class MatmulImpl {
   using SrcAT = typename A_TYPE::T;
   using SrcBT = typename B_TYPE::T;
@@ -147,6 +182,8 @@ class MatmulImpl {
                     std::is_same<DstT, bfloat16_t>::value,
                 "simulator: the Matmul API is modelled with an fp32, half or bfloat16_t C only");
   static_assert(std::is_same<SrcAT, SrcBT>::value, "A and B must have the same type");
+  static_assert(MM_CFG.doNorm && !MM_CFG.isNBatch && !MM_CFG.enVecND2NZ,
+                "simulator: only the Norm template (GetNormalConfig(intrinsicsLimit)) is modelled");
 
  public:
   // The cube core's own Matmul (CANN: MatmulImpl::Init(tiling, tpipe)).
@@ -157,19 +194,24 @@ class MatmulImpl {
     s.tiling = cubeTiling;
     sim::MatmulRegister(s, sim::MatmulRoute::Direct);
   }
-  void SetOrgShape(int orgM, int orgN, int orgK) { SetOrgShape(orgM, orgN, orgK, orgK); }
-  void SetOrgShape(int orgM, int orgN, int orgKa, int orgKb, int orgKc = 0) {
+  // CANN declares these int: the simulator takes the kernel's value at full width and
+  // refuses one that int would truncate.
+  void SetOrgShape(int64_t orgM, int64_t orgN, int64_t orgK) { SetOrgShape(orgM, orgN, orgK, orgK); }
+  void SetOrgShape(int64_t orgM, int64_t orgN, int64_t orgKa, int64_t orgKb, int64_t orgKc = 0) {
     sim::CallScope scope("Matmul::SetOrgShape");
     Ready();
+    sim::CheckInt32("orgM", orgM); sim::CheckInt32("orgN", orgN); sim::CheckInt32("orgKa", orgKa);
+    sim::CheckInt32("orgKb", orgKb); sim::CheckInt32("orgKc", orgKc);
     if (orgM <= 0 || orgN <= 0 || orgKa <= 0 || orgKb <= 0)
       sim::Fail("org shape must be positive, got M " + std::to_string(orgM) + " N " + std::to_string(orgN) + " Ka " +
                 std::to_string(orgKa) + " Kb " + std::to_string(orgKb));
     if (orgKc != 0 && orgKc != orgN) sim::Fail("orgKc other than orgN is not modelled");
     s_.org_m = orgM; s_.org_n = orgN; s_.org_ka = orgKa; s_.org_kb = orgKb;
   }
-  void SetSingleShape(int singleM, int singleN, int singleK) {
+  void SetSingleShape(int64_t singleM, int64_t singleN, int64_t singleK) {
     sim::CallScope scope("Matmul::SetSingleShape");
     Ready();
+    sim::CheckInt32("singleM", singleM); sim::CheckInt32("singleN", singleN); sim::CheckInt32("singleK", singleK);
     const TCubeTiling& t = *s_.tiling;
     if (singleM <= 0 || singleN <= 0 || singleK <= 0)
       sim::Fail("single shape must be positive, got " + std::to_string(singleM) + " x " + std::to_string(singleN) +
@@ -240,6 +282,7 @@ class MatmulImpl {
   sim::MatmulState& State() {
     s_.a_bytes = sizeof(SrcAT);
     s_.b_bytes = sizeof(SrcBT);
+    s_.intrinsics_check = MM_CFG.intrinsicsCheck;
     s_.a_may_transpose = A_TYPE::isTrans;
     s_.b_may_transpose = B_TYPE::isTrans;
     s_.load_a = &sim::LoadAs<SrcAT>;
@@ -258,8 +301,8 @@ class MatmulImpl {
 
 // lib/matmul_intf.h's name for it (the KFC client on an AIV is the same class here: the
 // simulator routes its calls by how the object was registered).
-template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE>
-using Matmul = MatmulImpl<A_TYPE, B_TYPE, C_TYPE, BIAS_TYPE>;
+template <class A_TYPE, class B_TYPE, class C_TYPE, class BIAS_TYPE = C_TYPE, const auto& MM_CFG = CFG_NORM>
+using Matmul = MatmulImpl<A_TYPE, B_TYPE, C_TYPE, BIAS_TYPE, MM_CFG>;
 
 }  // namespace AscendC
 

@@ -10,6 +10,14 @@
 // the destination's (vector clocks). Each 32-byte UB block remembers its last writer and
 // each pipe's last read; an access not ordered after them is a race the hardware could
 // lose, and the launch fails naming both pipes and the missing flag.
+//
+// Within the vector pipe (rule G): its instructions issue in order but overlap, so one that
+// touches UB bytes an earlier one wrote, or writes bytes an earlier one reads, needs a
+// PipeBarrier<PIPE_V> between them ("具有数据依赖的相同流水之间需要插入此同步", AscendC API
+// reference, PipeBarrier), or an ordering through another pipe (V_S then S_V, a queue, a
+// V_V flag, PIPE_ALL). bisheng inserts those barriers itself with --cce-auto-sync (on by
+// default in custom operator projects); a launch with auto-sync off (Schedule::auto_sync
+// false, the default here) checks them, at byte precision.
 #pragma once
 
 #include <array>
@@ -35,6 +43,14 @@ struct UbBlockShadow {
 constexpr int kHardEvents = 32;  // the documented HardEvent values (sim_sync.h)
 constexpr int kEventIds = 8;  // A2/A3: event IDs 0..7 per HardEvent
 
+// A vector-pipe access not yet known complete: UB bytes [lo, hi) of instruction
+// `instruction` (`call`), the pipe's `at`-th access.
+struct VectorAccess {
+  uint64_t lo, hi, at, instruction;
+  bool write;
+  const char* call;
+};
+
 struct PipeState {
   PipeClock seen[kPipeCount] = {};                   // seen[p][q]: accesses of q that p is ordered after
   std::vector<PipeClock> flags[kHardEvents][kEventIds];  // views sent by SetFlag, not yet waited for (FIFO)
@@ -42,6 +58,12 @@ struct PipeState {
   uint8_t queue_held[kHardEvents] = {};              // IDs the TQues' EnQue/FreeTensor hold (rule C)
   uint8_t fetched[kHardEvents] = {};                 // FetchEventID answers not yet used by a SetFlag
   std::vector<UbBlockShadow> ub;                     // one entry per 32-byte UB block
+  // Rule G (auto-sync off): the vector pipe's accesses after vector_done, the last of its
+  // accesses known complete (a barrier, or a flag whose sender had seen them).
+  std::vector<VectorAccess> vector_pending;
+  uint64_t vector_done = 0;
+  uint64_t vector_instruction = 0;     // the number of the running (or last) vector instruction
+  bool in_vector_instruction = false;
 };
 
 // Records an access of `bytes` UB bytes at `ub_ptr` by `pipe` and fails on a race.
@@ -51,5 +73,15 @@ PipeClock PipeView(Pipe pipe);
 void PipeMerge(Pipe pipe, const PipeClock& view);
 // PipeBarrier<PIPE_ALL> / SyncAll: every pipe is ordered after every other.
 void PipeBarrierAll();
+// PipeBarrier<PIPE_V>: every vector instruction so far is complete before the next starts.
+void PipeBarrierVector();
+
+// One vector instruction: its operands' accesses are one instruction's (an in-place
+// operation does not order against itself).
+class VectorInstruction {
+ public:
+  VectorInstruction();
+  ~VectorInstruction();
+};
 
 }  // namespace sim

@@ -215,6 +215,7 @@ struct Launch {
   std::atomic<size_t> pending_atomic_count{0};
   uint64_t atomic_seq = 0;
   uint64_t schedule_seed = 0;
+  bool auto_sync = false;  // Schedule::auto_sync: rule G is not checked
   // Rules A and E: the 64-byte data-cache lines a core wrote with GlobalTensor::SetValue
   // and has not yet cleaned with DataCacheCleanAndInvalid (line address / 64 -> thread + 1).
   std::mutex dcache_mutex;
@@ -239,11 +240,15 @@ void WakeAll();  // call after changing state some core may wait for (under laun
 // atomic adds no synchronisation orders (0: creation order, 1: the reverse, others: a
 // seeded mix; kDefaultSeed: a new seed per launch, so an order-dependent result varies
 // from run to run). `check_determinism`: run the launch twice, with seeds 0 and 1, from the
-// same initial GM, and fail if any Output region differs between the two.
+// same initial GM, and fail if any Output region differs between the two. `auto_sync`:
+// the kernel was compiled with bisheng's --cce-auto-sync (the default of custom operator
+// projects), which inserts the vector pipe's own barriers; false (here the default) checks
+// that the kernel has them itself (rule G, sim_pipes.h), as CANN's kernels do.
 constexpr uint64_t kDefaultSeed = ~uint64_t(0);
 struct Schedule {
   uint64_t seed = kDefaultSeed;
   bool check_determinism = false;
+  bool auto_sync = false;
 };
 
 // Runs `body` once per block, each in its own thread, like CANN's CPU debug mode.

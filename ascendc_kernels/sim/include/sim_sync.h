@@ -158,7 +158,8 @@ void WaitFlag(int32_t eventID) {
 
 template <pipe_t pipe>
 void PipeBarrier() {
-  if constexpr (pipe == PIPE_ALL) sim::PipeBarrierAll();  // same-pipe barriers order nothing new here
+  if constexpr (pipe == PIPE_ALL) sim::PipeBarrierAll();
+  if constexpr (pipe == PIPE_V) sim::PipeBarrierVector();  // rule G; other pipes order themselves here
 }
 
 // The hardware SyncAll: needs a MIX kernel type (a vector kernel declares

@@ -84,6 +84,7 @@ template <typename T, typename F>
 void Binary(const char* call, const AscendC::LocalTensor<T>& dst, const AscendC::LocalTensor<T>& a,
             const AscendC::LocalTensor<T>& b, int32_t count, F f) {
   CallScope scope(call);
+  VectorInstruction instruction;
   CheckCount(count);
   CheckArithmeticType<T>();
   Operand(a, count, Access::Read, "src0");
@@ -99,6 +100,7 @@ void Binary(const char* call, const AscendC::LocalTensor<T>& dst, const AscendC:
 template <typename T, typename F>
 void Unary(const char* call, const AscendC::LocalTensor<T>& dst, const AscendC::LocalTensor<T>& a, int32_t count, F f) {
   CallScope scope(call);
+  VectorInstruction instruction;
   CheckCount(count);
   CheckArithmeticType<T>();
   Operand(a, count, Access::Read, "src");
@@ -155,6 +157,7 @@ void Exp(const LocalTensor<T>& dst, const LocalTensor<T>& src, const int32_t& co
 template <typename T>
 void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, const int32_t& count) {
   sim::CallScope scope("Duplicate");
+  sim::VectorInstruction instruction;
   sim::CheckCount(count);
   sim::Operand(dst, count, sim::Access::Write, "dst");
   for (int32_t i = 0; i < count; ++i) dst.Raw()[i] = scalarValue;
@@ -164,6 +167,7 @@ void Duplicate(const LocalTensor<T>& dst, const T& scalarValue, const int32_t& c
 template <typename T, typename U>
 void Cast(const LocalTensor<T>& dst, const LocalTensor<U>& src, const RoundMode& round_mode, const uint32_t count) {
   sim::CallScope scope("Cast");
+  sim::VectorInstruction instruction;
   sim::CheckCount(count);
   sim::Operand(src, count, sim::Access::Read, "src");
   sim::Operand(dst, count, sim::Access::Write, "dst");
@@ -191,6 +195,7 @@ template <typename T, bool isSetMask = true>
 void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& sharedTmpBuffer,
                const int32_t count) {
   sim::CallScope scope("ReduceSum");
+  sim::VectorInstruction instruction;
   sim::CheckCount(count);
   sim::CheckArithmeticType<T>();
   const int32_t per_repeat = sim::Ctx().launch->soc->repeatBytes / sizeof(T);

@@ -307,3 +307,84 @@ extern "C" int asim_run_selftest_cast(uint32_t n, const float* x, uint16_t* y, c
     return 1;
   }
 }
+
+// Rule G, the vector pipe's own order: y = (x + 1)·2 over 64 floats on one block, each step
+// in place on one UB buffer, with the two steps ordered by `order`:
+//   0 PipeBarrier<PIPE_V> (clean)            1 nothing: Muls reads what Adds wrote (RAW)
+//   2 nothing, Duplicate overwrites what a Muls still reads (WAR: y = 2(x + 1) from a copy)
+//   3 nothing, two Duplicates write the same bytes (WAW)
+//   4 SetFlag/WaitFlag V_S then S_V, a scalar read between (clean: CANN's ComputeV1 form)
+//   5 SetFlag/WaitFlag<HardEvent::V_V> (clean)
+// `autoSync`: the launch stands for a kernel built with bisheng's --cce-auto-sync.
+namespace {
+
+enum VectorOrder : int32_t { kBarrier = 0, kRaw, kWar, kWaw, kThroughScalar, kVectorFlag };
+
+class VectorOrderKernel {
+ public:
+  __aicore__ inline void Run(GM_ADDR x, GM_ADDR y, int32_t order) {
+    GlobalTensor<float> xGm, yGm;
+    xGm.SetGlobalBuffer((__gm__ float*)x, kElems);
+    yGm.SetGlobalBuffer((__gm__ float*)y, kElems);
+    pipe_.InitBuffer(a_, kElems * sizeof(float));
+    pipe_.InitBuffer(b_, kElems * sizeof(float));
+    LocalTensor<float> t = a_.Get<float>(), u = b_.Get<float>();
+    DataCopy(t, xGm, kElems);
+    Sync<HardEvent::MTE2_V>();
+    Adds(t, t, 1.0f, kElems);
+    if (order == kBarrier) PipeBarrier<PIPE_V>();
+    if (order == kThroughScalar) {
+      Sync<HardEvent::V_S>();
+      (void)t.GetValue(0);
+      Sync<HardEvent::S_V>();
+    }
+    if (order == kVectorFlag) Sync<HardEvent::V_V>();
+    if (order == kWar) PipeBarrier<PIPE_V>();  // the RAW is ordered; the WAR below is not
+    if (order == kWaw) PipeBarrier<PIPE_V>();
+    Muls(u, t, 2.0f, kElems);
+    if (order == kWar) Duplicate(t, 0.0f, kElems);  // overwrites Muls' source, no barrier
+    if (order == kWaw) {
+      PipeBarrier<PIPE_V>();  // Muls has read t: only the two writes are left unordered
+      Duplicate(t, 0.0f, kElems);
+      Duplicate(t, 1.0f, kElems);
+    }
+    Sync<HardEvent::V_MTE3>();
+    DataCopy(yGm, u, kElems);
+  }
+
+ private:
+  template <HardEvent event>
+  __aicore__ inline void Sync() {
+    const TEventID id = GetTPipePtr()->FetchEventID(event);
+    SetFlag<event>(id);
+    WaitFlag<event>(id);
+  }
+
+  TPipe pipe_;
+  TBuf<TPosition::VECCALC> a_, b_;
+};
+
+}  // namespace
+
+extern "C" __global__ __aicore__ void selftest_vector_order(GM_ADDR x, GM_ADDR y, GM_ADDR orderArg) {
+  VectorOrderKernel op;
+  op.Run(x, y, *reinterpret_cast<int32_t*>(orderArg));
+}
+
+extern "C" int asim_run_selftest_vector_order(int32_t order, int32_t auto_sync, const float* x, float* y,
+                                              char* error, uint64_t error_bytes) {
+  int32_t order_value = order;
+  sim::NextLaunch() = sim::LaunchArgs{0,
+                                      {{reinterpret_cast<const uint8_t*>(x), kElems * 4ull, "x"},
+                                       {reinterpret_cast<const uint8_t*>(y), kElems * 4ull, "y"}},
+                                      sim::Soc910B(),
+                                      sim::LaunchKind::Vector,
+                                      sim::Schedule{sim::kDefaultSeed, false, auto_sync != 0}};
+  try {
+    ICPU_RUN_KF(selftest_vector_order, 1, (GM_ADDR)x, (GM_ADDR)y, (GM_ADDR)&order_value);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(error, error_bytes, "%s", e.what());
+    return 1;
+  }
+}

@@ -2,6 +2,7 @@
 // and the KFC server/client model of REGIST_MATMUL_OBJ (see sim_matmul.h for the rules).
 #include "sim_matmul.h"
 
+#include <climits>
 #include <sstream>
 
 namespace sim {
@@ -12,7 +13,46 @@ constexpr uint32_t kFractalKBytes = 32;  // bytes of K in a fractal row (16 half
 
 std::string Num(int64_t x) { return std::to_string(x); }
 
+constexpr const char* kNd2NzStruct = "asc-devkit include/basic_api/kernel_struct_data_copy.h";
+constexpr const char* kNd2NzWrapper =
+    "asc-devkit impl/adv_api/detail/matmul/stage/copy_cube_in/copy_tile_to_cube/data_copy_wrapper_nd.h";
+
+// One Nd2NzParams field of an L1 fill against its A2 range; `line` is its declaration.
+void CheckNd2NzField(const char* operand, const char* field, int64_t value, int64_t lo, int64_t hi, int line,
+                     const std::string& what) {
+  if (value >= lo && value <= hi) return;
+  Fail(std::string("Matmul ") + operand + " load: Nd2NzParams." + field + " = " + Num(value) + " (" + what +
+       ") is outside [" + Num(lo) + ", " + Num(hi) + "]: on A2 it is a uint16_t (" + kNd2NzStruct + ":" + Num(line) +
+       "), so the device would copy with " + Num(value & 0xFFFF) + " instead and read the wrong elements, silently");
+}
+
+// The ND->NZ copy of one L1 fill of an operand: `height` rows of `width` elements at row
+// pitch `pitch` (gCol) in GM, as DataCopyWrapper::CopyND2NZ issues it on A2.
+void CheckNd2NzFill(const char* operand, int64_t height, int64_t width, int64_t pitch, bool intrinsics_check) {
+  const bool row_by_row = intrinsics_check && pitch >= 65535;  // data_copy_wrapper_nd.h:105-113
+  CheckNd2NzField(operand, "nValue", row_by_row ? 1 : height, 0, 16384, 297, "the fill's rows");
+  CheckNd2NzField(operand, "dValue", width, 0, 65535, 298, "the fill's columns");
+  if (row_by_row) {
+    CheckNd2NzField(operand, "srcDValue", width, 1, 65535, 300, "the fill's columns, copied row by row");
+    // Each row's source offset is srcOffset + gCol * i with gCol and i int32 (:112).
+    if (pitch * (height - 1) > INT32_MAX)
+      Fail(std::string("Matmul ") + operand + " load: the row-by-row copy's offset gCol · i = " + Num(pitch) + " · " +
+           Num(height - 1) + " is past int32 (" + kNd2NzWrapper + ":112): the device would read the wrong rows");
+  } else {
+    CheckNd2NzField(operand, "srcDValue", pitch, 1, 65535, 300,
+                    std::string("the operand's row pitch in GM, gCol, ") + kNd2NzWrapper +
+                        ":85; a MatmulConfig with intrinsicsCheck, GetNormalConfig(true), copies such a fill row by row");
+  }
+  CheckNd2NzField(operand, "dstNzC0Stride", (height + 15) / 16 * 16, 1, 16384, 301, "the fill's rows rounded up to 16");
+}
+
 }  // namespace
+
+void CheckInt32(const char* name, int64_t value) {
+  if (value < INT32_MIN || value > INT32_MAX)
+    Fail(std::string(name) + " = " + Num(value) + " does not fit the int CANN's Matmul API takes (it would be "
+         "truncated to " + Num(static_cast<int32_t>(static_cast<uint32_t>(value))) + ")");
+}
 
 uint64_t CheckCubeTiling(const TCubeTiling& t, uint32_t a_bytes, uint32_t b_bytes) {
   const SocSpec& soc = *Ctx().launch->soc;
@@ -224,6 +264,18 @@ bool MatmulIterate(MatmulState& s) {
   s.c_cols = std::min<int64_t>(t.baseN, s.single_n - s.c_col0);
   const int64_t k = s.single_k;
   BlockContext& c = Ctx();
+  // The fills' ND->NZ copies: K in stepKa (stepKb) base blocks per fill, the block's rows
+  // (columns) of M (N); a transposed operand is stored K-major.
+  const int64_t ka_fill = std::min<int64_t>(int64_t(t.baseK) * t.stepKa, k);
+  const int64_t kb_fill = std::min<int64_t>(int64_t(t.baseK) * t.stepKb, k);
+  if (s.a_trans)
+    CheckNd2NzFill("A (transposed)", ka_fill, s.c_rows, s.org_m, s.intrinsics_check);
+  else
+    CheckNd2NzFill("A", s.c_rows, ka_fill, s.org_ka, s.intrinsics_check);
+  if (s.b_trans)
+    CheckNd2NzFill("B (transposed)", s.c_cols, kb_fill, s.org_kb, s.intrinsics_check);
+  else
+    CheckNd2NzFill("B", kb_fill, s.c_cols, s.org_n, s.intrinsics_check);
   c.library_access = true;
   // Bounds of every row / column read (the operands' regions).
   for (int64_t i = 0; i < s.c_rows; ++i) {

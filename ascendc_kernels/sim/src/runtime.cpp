@@ -286,6 +286,35 @@ const char* PipeLongName(Pipe p) {
 }
 }  // namespace
 
+namespace {
+// Rule G: the vector pipe's access [off, off + bytes) against its earlier ones not known
+// complete (the launch has auto-sync off).
+void CheckVectorOrder(BlockContext& c, uint64_t off, uint64_t bytes, bool write, uint64_t now) {
+  PipeState& ps = c.pipes;
+  std::vector<VectorAccess>& pending = ps.vector_pending;
+  size_t kept = 0;  // drop what is known complete (they are in access order)
+  while (kept < pending.size() && pending[kept].at <= ps.vector_done) ++kept;
+  if (kept) pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(kept));
+  const uint64_t instruction = ps.in_vector_instruction ? ps.vector_instruction : ++ps.vector_instruction;
+  for (const VectorAccess& e : pending) {
+    if (e.instruction == instruction || !(e.write || write) || e.hi <= off || off + bytes <= e.lo) continue;
+    std::ostringstream s;
+    const uint64_t lo = std::max(e.lo, off), hi = std::min(e.hi, off + bytes);
+    s << "the vector pipe's " << c.call << (write ? " writes" : " reads") << " UB bytes [" << lo << ", " << hi
+      << ") that its earlier " << e.call << (e.write ? " wrote" : " reads")
+      << ", with no PipeBarrier<PIPE_V> in between: vector instructions overlap in the pipe, so this one may "
+      << (write ? (e.write ? "write them before the earlier write lands" : "overwrite them before they are read")
+                : "read them before they are written")
+      << " (rule G: a same-pipe data dependency needs PipeBarrier<PIPE_V>; without bisheng's --cce-auto-sync "
+         "nothing inserts it)";
+    Fail(s.str());
+  }
+  // Bounded: a kernel that never orders its vector pipe would keep every access.
+  if (pending.size() >= 4096) pending.erase(pending.begin());
+  pending.push_back(VectorAccess{off, off + bytes, now, instruction, write, c.call});
+}
+}  // namespace
+
 void PipeAccess(Pipe pipe, const void* ub_ptr, uint64_t bytes, bool write) {
   if (bytes == 0) return;
   BlockContext& c = Ctx();
@@ -294,6 +323,7 @@ void PipeAccess(Pipe pipe, const void* ub_ptr, uint64_t bytes, bool write) {
   const uint64_t off = static_cast<uint64_t>(static_cast<const uint8_t*>(ub_ptr) - c.ub.data());
   const uint64_t now = ++ps.seen[pipe][pipe];
   const PipeClock& mine = ps.seen[pipe];
+  if (pipe == kPipeV && !c.launch->auto_sync) CheckVectorOrder(c, off, bytes, write, now);
   for (uint64_t b = off / block, last = (off + bytes - 1) / block; b <= last && b < ps.ub.size(); ++b) {
     UbBlockShadow& u = ps.ub[b];
     if (u.writer != kPipeCount && u.writer != pipe && mine[u.writer] < u.written_at)
@@ -312,8 +342,12 @@ void PipeAccess(Pipe pipe, const void* ub_ptr, uint64_t bytes, bool write) {
 PipeClock PipeView(Pipe pipe) { return Ctx().pipes.seen[pipe]; }
 
 void PipeMerge(Pipe pipe, const PipeClock& view) {
-  PipeClock& mine = Ctx().pipes.seen[pipe];
+  PipeState& ps = Ctx().pipes;
+  PipeClock& mine = ps.seen[pipe];
   for (int q = 0; q < kPipeCount; ++q) mine[q] = std::max(mine[q], view[q]);
+  // The sender had seen the vector pipe's accesses up to view[V] complete: the vector
+  // pipe's later instructions come after them.
+  if (pipe == kPipeV) ps.vector_done = std::max(ps.vector_done, view[kPipeV]);
 }
 
 void PipeBarrierAll() {
@@ -322,6 +356,22 @@ void PipeBarrierAll() {
   for (int p = 0; p < kPipeCount; ++p)
     for (int q = 0; q < kPipeCount; ++q) all[q] = std::max(all[q], ps.seen[p][q]);
   for (int p = 0; p < kPipeCount; ++p) ps.seen[p] = all;
+  ps.vector_done = ps.seen[kPipeV][kPipeV];
+}
+
+void PipeBarrierVector() {
+  PipeState& ps = Ctx().pipes;
+  ps.vector_done = ps.seen[kPipeV][kPipeV];
+}
+
+VectorInstruction::VectorInstruction() {
+  PipeState& ps = Ctx().pipes;
+  ++ps.vector_instruction;
+  ps.in_vector_instruction = true;
+}
+
+VectorInstruction::~VectorInstruction() {
+  if (InKernel()) Ctx().pipes.in_vector_instruction = false;
 }
 
 uint64_t CurrentTilingKey() { return Ctx().launch->tiling_key; }
@@ -442,9 +492,10 @@ namespace {
 // One launch with schedule seed `seed` (see Schedule).
 LaunchCounters RunOnce(const std::string& kernel, uint32_t block_dim, uint64_t tiling_key,
                        const std::vector<GmRegion>& regions, const std::function<void()>& body, const SocSpec& soc,
-                       LaunchKind kind, uint64_t seed) {
+                       LaunchKind kind, uint64_t seed, bool auto_sync) {
   Launch launch;
   launch.schedule_seed = seed;
+  launch.auto_sync = auto_sync;
   launch.kernel = kernel;
   launch.block_dim = block_dim;
   launch.tiling_key = tiling_key;
@@ -578,15 +629,15 @@ LaunchCounters RunBlocks(const std::string& kernel, uint32_t block_dim, uint64_t
                    std::to_string(block_dim));
   if (!schedule.check_determinism) {
     const uint64_t seed = schedule.seed == kDefaultSeed ? g_next_seed++ : schedule.seed;
-    return RunOnce(kernel, block_dim, tiling_key, regions, body, soc, kind, seed);
+    return RunOnce(kernel, block_dim, tiling_key, regions, body, soc, kind, seed, schedule.auto_sync);
   }
   // Twice from the same GM, with opposite orders of everything the simulator may order
   // (thread start, unordered atomic adds); every output must come out bit for bit the same.
   const std::vector<std::string> initial = Snapshot(regions, {GmRole::Output, GmRole::Workspace});
-  const LaunchCounters counters = RunOnce(kernel, block_dim, tiling_key, regions, body, soc, kind, 0);
+  const LaunchCounters counters = RunOnce(kernel, block_dim, tiling_key, regions, body, soc, kind, 0, schedule.auto_sync);
   const std::vector<std::string> first = Snapshot(regions, {GmRole::Output});
   Restore(regions, initial);
-  RunOnce(kernel, block_dim, tiling_key, regions, body, soc, kind, 1);
+  RunOnce(kernel, block_dim, tiling_key, regions, body, soc, kind, 1, schedule.auto_sync);
   t_recorded.pop_back();  // one launch as far as the counters go
   for (size_t i = 0; i < regions.size(); ++i) {
     if (first[i].empty()) continue;

@@ -66,6 +66,10 @@ def _builtin_refusal(case) -> str | None:
     return limits.builtin_flce_grad_refusal(case.bt, case.h, case.v, case.mode == HIGH_PERFORMANCE)
 
 
+def _package_refusal(case) -> bool:
+    return case.bt > 0 and (case.h > 65535 or (case.mode == HIGH_PERFORMANCE and case.v > 1 << 20))
+
+
 #: Every refusal the parity tables accept, per operator (cases are ascend_ops.testing's).
 DOCUMENTED_REFUSALS: dict[str, list[Refusal]] = {
     "fused_linear_cross_entropy_loss_grad": [
@@ -76,6 +80,11 @@ DOCUMENTED_REFUSALS: dict[str, list[Refusal]] = {
                 "CANN's built-in refuses this shape (ascend_ops.npu.limits)"),
         Refusal(("torch_npu",), lambda case: case.v < 128,
                 "CANN's API reference states V >= 128 for both modes"),
+        # Our op package (impl="sim" runs its kernel and TilingFunc): H <= 65535, and V <= 2^20
+        # in high-performance mode (docs/npu.md, "Our package's limits").
+        Refusal(("sim",), lambda case: _package_refusal(case), "our op package's limits (docs/npu.md)",
+                "fused_linear_cross_entropy_loss_grad: the op package refuses", ValueError),
+        Refusal(("npu_custom",), lambda case: _package_refusal(case), "our op package's limits (docs/npu.md)"),
     ],
 }
 

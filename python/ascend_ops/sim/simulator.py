@@ -41,8 +41,15 @@ class PlatformFacts(ctypes.Structure):
     """ascend_ops_kernels::PlatformFacts (common/platform.h): the one hardware description."""
     _fields_ = [("ubBytes", _u32), ("blockBytes", _u32), ("repeatBytes", _u32), ("vectorCores", _u32),
                 ("aiCores", _u32), ("l1Bytes", _u32), ("l0aBytes", _u32), ("l0bBytes", _u32), ("l0cBytes", _u32),
-                ("reserved", _u32), ("l2Bytes", _u64), ("hbmBytesPerS", _f64),
-                ("cubeFlopsPerS", _f64), ("vectorClockHz", _f64), ("l2BytesPerS", _f64)]
+                ("reserved", _u32), ("l2Bytes", _u64)]
+
+
+class ChipRates(ctypes.Structure):
+    """ascend_ops_kernels::ChipRates (common/platform.h): one end of the chip's rates, for the cost model."""
+    _fields_ = [(name, _f64) for name in ("clockHz", "hbmBytesPerS", "l2ReadBytesPerS", "l2WriteBytesPerS",
+                                          "ndFillBytesPerCycle", "nzFillBytesPerCycle", "drainBytesPerCycle",
+                                          "l1ToL0BytesPerCycle")] + [("l2PortsShared", _u32),
+                                                                     ("drainOverlapsFill", _u32)]
 
 
 class _Counters(ctypes.Structure):
@@ -108,8 +115,9 @@ class FlceTilingData(ctypes.Structure):
 class FlceModel(ctypes.Structure):
     """AsimFlceModel (sim/host/asim_abi.h): the modelled cost of one FLCE launch (sim/host/flce_model.cpp)."""
     _fields_ = ([(name, _f64) for name in ("cube_flops", "roofline_s", "modelled_s", "cube_bound_s", "vector_bound_s",
-                                           "hbm_bound_s", "l2_bound_s")]
-                + [(name, _u64) for name in ("hbm_read_bytes", "hbm_write_bytes", "l2_read_bytes", "l2_write_bytes",
+                                           "hbm_bound_s", "l2_bound_s", "fill_s", "drain_s", "mmad_s",
+                                           "operand_wait_s")]
+                + [(name, _u64) for name in ("calls", "max_core_calls", "hbm_read_bytes", "hbm_write_bytes", "l2_read_bytes", "l2_write_bytes",
                                              "vector_repeats", "atomic_add_bytes", "atomic_rmw_lines", "max_line_adders", "steps",
                                              "footprint_bytes", "line_bytes", "l2_lines")])
 
@@ -121,7 +129,7 @@ class FlceTiling(ctypes.Structure):
 
 
 #: Python declaration -> the C struct's name in the library's layout table.
-ABI_STRUCTS = {PlatformFacts: "PlatformFacts", _Counters: "AsimCounters", _FlceArgs: "AsimFlceArgs",
+ABI_STRUCTS = {PlatformFacts: "PlatformFacts", ChipRates: "ChipRates", _Counters: "AsimCounters", _FlceArgs: "AsimFlceArgs",
                BnTilingData: "BnTilingData", BnTiling: "AsimBnTiling", FlceMatmulTiling: "TCubeTiling",
                FlceTilingData: "FlceTilingData", FlceModel: "AsimFlceModel",
                FlceTiling: "AsimFlceTiling"}
@@ -182,13 +190,17 @@ if _lib is not None:
     _lib.asim_run_selftest_syncall.argtypes = [_u32, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_mix.argtypes = [ctypes.c_int32, _u32, _vp, _vp, _vp, ctypes.c_int32, ctypes.c_char_p, _u64]
     _lib.asim_run_selftest_gm.argtypes = [ctypes.c_int32, _u32, _vp, ctypes.c_char_p, _u64]
+    _lib.asim_run_selftest_fields.argtypes = [ctypes.c_int32, _vp, _u64, _vp, _u64, _vp, _u64, ctypes.c_char_p,
+                                              _u64]
     _lib.asim_run_selftest_cast.argtypes = [_u32, _vp, _vp, ctypes.c_char_p, _u64]
+    _lib.asim_run_selftest_vector_order.argtypes = [ctypes.c_int32, ctypes.c_int32, _vp, _vp, ctypes.c_char_p, _u64]
     _lib.asim_batch_norm_reduce_backward_tiling.restype = None
     _lib.asim_platform_910b.argtypes = [ctypes.POINTER(PlatformFacts)]
     _lib.asim_platform_910b.restype = None
     _lib.asim_fused_linear_cross_entropy_loss_grad_tiling.restype = None
-    _lib.asim_flce_model.argtypes = [ctypes.POINTER(FlceTilingData), _u32, _u64, ctypes.POINTER(FlceModel),
-                                     ctypes.c_char_p, _u64]
+    _lib.asim_flce_model.argtypes = [ctypes.POINTER(FlceTilingData), _u32, _u64, ctypes.POINTER(ChipRates), _u32,
+                                     ctypes.POINTER(FlceModel), ctypes.c_char_p, _u64]
+    _lib.asim_chip_rates.argtypes = [_u32, ctypes.POINTER(ChipRates)]
 
 _DTYPE_CODE = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}
 
@@ -347,17 +359,27 @@ class FlceOptions:
         return 32 | 64 | 128 | (8 if self.bias is not None else 0) | (16 if self.class_weight is not None else 0)
 
 
+#: How impl="sim" starts the error for a shape the op package's kernel cannot take (its
+#: TilingFunc refuses it; docs/npu.md, "Our package's limits").
+OP_PACKAGE_REFUSAL = "fused_linear_cross_entropy_loss_grad: the op package refuses"
+
+
 def flce_tiling_func(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving: bool, target64: bool,
-                     ai_cores: int = 0, options: FlceOptions | None = None) -> _cann_tiling.FlceTilingFuncResult:
+                     ai_cores: int = 0, options: FlceOptions | None = None) -> _cann_tiling.TilingFuncResult:
     """The FLCE TilingFunc's answer for this call (CANN's Matmul tiling inside), as the
-    simulator launches it; raises SimulatorError if the TilingFunc fails, and
-    CannTilingUnavailable when it was not built."""
+    simulator launches it; raises ValueError with its reason when the TilingFunc refuses
+    the call, SimulatorError when it fails otherwise, and CannTilingUnavailable when it
+    was not built."""
     result = _cann_tiling.flce_tiling(bt, h, v, bf16=dtype == torch.bfloat16, mode=0 if memory_saving else 1,
                                       target64=target64, ai_cores=ai_cores,
                                       options=options.input_bits if options is not None else 0,
                                       logit_scale=options.logit_scale if options is not None else 1.0,
                                       softcap=options.softcap if options is not None else 0.0)
     if not result.ok:
+        # The TilingFunc logs why: what the call passed (a shape the package's kernel cannot
+        # take, an option it refuses) is the caller's ValueError; anything else is ours.
+        if result.refusal is not None:
+            raise ValueError(f"{OP_PACKAGE_REFUSAL} BT={bt} H={h} V={v}: {result.refusal}")
         raise SimulatorError(f"fused_linear_cross_entropy_loss_grad: the TilingFunc failed for BT={bt} H={h} "
                              f"V={v} (GRAPH_FAILED){': ' + result.log.strip() if result.log.strip() else ''}")
     if len(result.tiling) != ctypes.sizeof(FlceTilingData):
@@ -366,22 +388,38 @@ def flce_tiling_func(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving:
     return result
 
 
-def flce_tiling_data(result: _cann_tiling.FlceTilingFuncResult) -> FlceTilingData:
+def flce_tiling_data(result: _cann_tiling.TilingFuncResult) -> FlceTilingData:
     """The TilingFunc's raw tiling data as the kernel reads it."""
     return FlceTilingData.from_buffer_copy(result.tiling)
 
 
+#: The two ends of the chip's rates (common/platform.h kA2RatesFast / kA2RatesSlow).
+RATE_ENDS = ("fast", "slow")
+#: What-if operand layouts of the model (sim/host/asim_abi.h AsimFlceLayouts).
+FLCE_LAYOUTS = {"kernel": 0, "transposed G in NZ": 1, "every operand in NZ": 2}
+
+
+def chip_rates(end: str) -> ChipRates:
+    """The chip's rates at the `end` ("fast" or "slow") of the range the sources give."""
+    rates = ChipRates()
+    library().asim_chip_rates(RATE_ENDS.index(end), ctypes.byref(rates))
+    return rates
+
+
 def flce_model(bt: int, h: int, v: int, dtype: torch.dtype, memory_saving: bool, *, line_bytes: int = 512,
-               ai_cores: int = 0) -> FlceModel:
+               ai_cores: int = 0, rates: str = "fast", options: FlceOptions | None = None,
+               layouts: str = "kernel") -> FlceModel:
     """The modelled 910B cost of one FLCE launch at this shape (sim/host/flce_model.cpp):
-    the TilingFunc's tiling, walked in the kernel's own order of work, with L2 as an LRU
-    cache of `line_bytes` lines. No element is computed, so any shape is quick."""
-    tiling = flce_tiling_func(bt, h, v, dtype, memory_saving, False, ai_cores)
+    the TilingFunc's tiling (with `options`' bits, when given), walked in the kernel's own
+    order of work, with L2 as an LRU cache of `line_bytes` lines, at the `rates` end of the
+    chip's rates ("fast" or "slow"); `layouts` reads some operands from NZ copies instead
+    (FLCE_LAYOUTS: a what-if, not the kernel). No element is computed: any shape is quick."""
+    tiling = flce_tiling_func(bt, h, v, dtype, memory_saving, False, ai_cores, options=options)
     data = flce_tiling_data(tiling)
     out = FlceModel()
     message = ctypes.create_string_buffer(1024)
-    if library().asim_flce_model(ctypes.byref(data), _DTYPE_CODE[dtype], line_bytes, ctypes.byref(out), message,
-                                 len(message)) != 0:
+    if library().asim_flce_model(ctypes.byref(data), _DTYPE_CODE[dtype], line_bytes, ctypes.byref(chip_rates(rates)),
+                                 FLCE_LAYOUTS[layouts], ctypes.byref(out), message, len(message)) != 0:
         raise SimulatorError(f"the FLCE cost model failed: {message.value.decode()}")
     return out
 
@@ -427,6 +465,44 @@ def run_selftest_mix(bug: int, blocks: int = 2, check_determinism: bool = False
     return (message.value.decode() if status else None), y[:blocks], (a, b)
 
 
+FIELD_PROBE_PITCH = 65552  # the long operand's row pitch in the field probes: past 65535, 16 when truncated
+
+
+def run_selftest_fields(probe: int) -> tuple[str | None, torch.Tensor, torch.Tensor]:
+    """Runs one probe of the simulator's A2 field-width self-test kernel
+    (sim/selftest/selftest_field_kernel.cpp). Matmul probes 1-4 (+10 with intrinsicsCheck):
+    C [16, 16] = A [16, 32] · B [32, 16] with A (1), Aᵀ-stored A (2), B (3) or Bᵀ-stored B (4)
+    at row pitch FIELD_PROBE_PITCH. Returns the simulator's error (None when clean), C and
+    the float64 product of the same operands."""
+    m, n, k, pitch = 16, 16, 32, FIELD_PROBE_PITCH
+    operand = probe % 10 if probe < 20 else 0
+    generator = torch.Generator().manual_seed(11)
+    a_logical = torch.randn(m, k, generator=generator).half()
+    b_logical = torch.randn(k, n, generator=generator).half()
+
+    def stored(matrix: torch.Tensor, long: bool) -> torch.Tensor:
+        """`matrix` [rows, cols] row-major at row pitch `pitch` (long) or compact, flat."""
+        rows, cols = matrix.shape
+        row_pitch = pitch if long else cols
+        flat = torch.full(((rows - 1) * row_pitch + cols,), float("nan"), dtype=torch.half)
+        for r in range(rows):
+            flat[r * row_pitch:r * row_pitch + cols] = matrix[r]
+        return flat
+
+    a = stored(a_logical.t().contiguous() if operand == 2 else a_logical, operand in (1, 2))
+    b = stored(b_logical if operand == 3 else b_logical.t().contiguous(), operand in (3, 4))
+    if probe >= 20:  # the DataCopy probes read (at most) the first 512 elements of a
+        a = torch.zeros(1 << 21, dtype=torch.half)
+    c_pitch = pitch if operand == 3 else n  # C's row pitch is orgN, B's when B is the long one
+    y = torch.zeros((m - 1) * c_pitch + n)
+    message = ctypes.create_string_buffer(4096)
+    status = library().asim_run_selftest_fields(probe, _ptr(a), a.numel(), _ptr(b), b.numel(), _ptr(y), y.numel(),
+                                                message, len(message))
+    expected = (a_logical.double() @ b_logical.double()).float()
+    c = torch.stack([y[r * c_pitch:r * c_pitch + n] for r in range(m)])
+    return (message.value.decode() if status else None), c, expected
+
+
 def run_selftest_gm(bug: int, blocks: int = 3) -> tuple[str | None, torch.Tensor]:
     """Runs the GM-rules self-test kernel (each block marks its line with a scalar store,
     SyncAll, copies its neighbour's line in and writes twice it out) with one injected
@@ -444,6 +520,23 @@ def run_selftest_cast(x: torch.Tensor) -> torch.Tensor:
     message = ctypes.create_string_buffer(4096)
     _check_selftest(library().asim_run_selftest_cast(x.numel(), _ptr(x), _ptr(y), message, len(message)), message)
     return y
+
+
+#: The orders of asim_run_selftest_vector_order (sim/selftest/selftest_kernel.cpp): how its
+#: Adds and Muls on one UB buffer are ordered, or which same-pipe hazard it leaves unordered.
+VECTOR_ORDERS = {"barrier": 0, "raw": 1, "war": 2, "waw": 3, "through_scalar": 4, "vector_flag": 5}
+
+
+def run_selftest_vector_order(order: str, auto_sync: bool = False) -> tuple[str | None, torch.Tensor]:
+    """y = (x + 1)·2 on the vector pipe with its steps ordered as `order` says (rule G);
+    `auto_sync`: as if bisheng's --cce-auto-sync had inserted the barriers. Returns the
+    simulator's error (None when clean) and y, against x = 0, 1, ..., 63."""
+    x = torch.arange(64, dtype=torch.float32)
+    y = torch.zeros(64)
+    message = ctypes.create_string_buffer(4096)
+    status = library().asim_run_selftest_vector_order(VECTOR_ORDERS[order], int(auto_sync), _ptr(x), _ptr(y),
+                                                     message, len(message))
+    return (message.value.decode() if status else None), y
 
 
 def _check_selftest(status: int, message) -> None:

@@ -2,8 +2,8 @@
 // register/op_def_registry.h (ge:: status and dtype codes, gert::TilingContext and the
 // InferShape/InferDataType contexts, ops::OpDef and OP_ADD), so that the TilingFunc, as
 // shipped, compiles on the host against CANN's real Matmul tiling library
-// (../shared/tools/cann-matmul-tiling) and runs in the tests (../flce_tiling_host.cpp).
-// Only the calls our op_host/…_def.cpp files make exist; each behaves as CANN documents it for a
+// (../shared/tools/cann-matmul-tiling) and runs in the tests (../tiling_func_host.cpp).
+// Only the calls our op_host/*_def.cpp files make exist; each behaves as CANN documents it for a
 // TilingFunc (a missing optional input reads as nullptr, the raw tiling buffer has a
 // capacity, GetWorkspaceSizes(n) hands out n slots). OP_ADD records the op type with its
 // TilingFunc and inputs, so the harness calls the very function the OpDef registers.
@@ -37,6 +37,8 @@ class Shape {
   explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
   size_t GetDimNum() const { return dims_.size(); }
   int64_t GetDim(size_t i) const { return i < dims_.size() ? dims_[i] : 0; }
+  void SetDimNum(size_t n) { dims_.resize(n); }
+  void SetDim(size_t i, int64_t d) { if (i < dims_.size()) dims_[i] = d; }
  private:
   std::vector<int64_t> dims_;
 };
@@ -176,7 +178,9 @@ class OpAttrDef {
  public:
   explicit OpAttrDef(std::string name) : name(std::move(name)) {}
   OpAttrDef& AttrType(Option o) { option = o; return *this; }
+  OpAttrDef& Float() { return *this; }  // the type alone: a REQUIRED attribute has no default
   OpAttrDef& Float(float v) { value = v; return *this; }
+  OpAttrDef& Bool() { return *this; }
   OpAttrDef& Bool(bool v) { value = v; return *this; }
   std::string name;
   Option option = REQUIRED;
