@@ -296,13 +296,17 @@ def hccl_rules(rank: int, world: int, groups: Groups) -> dict:
     cases = {
         "float64 all_reduce": lambda: dist.all_reduce(npu(2, dtype=torch.float64), group=group),
         "uint64 all_reduce": lambda: dist.all_reduce(npu(2, dtype=torch.uint64), group=group),
-        "BAND": lambda: dist.all_reduce(npu(2, dtype=torch.int32), op=dist.ReduceOp.BAND, group=group),
+        "BAND": lambda: dist.all_reduce(npu(2, dtype=torch.int32), op=dist.ReduceOp.BAND,
+                                        group=group),
         "a transposed view": lambda: dist.all_reduce(npu(2, 3).T, group=group),
         "a CPU tensor": lambda: dist.all_reduce(torch.ones(2), group=group),
-        "CPU outputs of all_gather": lambda: dist.all_gather(outputs(device="cpu"), npu(2), group=group),
-        "float64 reduce_scatter": lambda: dist.reduce_scatter(npu(2, dtype=torch.float64), outputs(dtype=torch.float64), group=group),
+        "CPU outputs of all_gather": lambda: dist.all_gather(outputs(device="cpu"), npu(2),
+                                                             group=group),
+        "float64 reduce_scatter": lambda: dist.reduce_scatter(
+            npu(2, dtype=torch.float64), outputs(dtype=torch.float64), group=group),
         "unpaired shapes": lambda: dist.all_reduce(npu(2 + rank), group=group),
-        "unpaired ops": lambda: dist.all_reduce(npu(2), op=dist.ReduceOp.MAX if rank else dist.ReduceOp.MIN, group=group),
+        "unpaired ops": lambda: dist.all_reduce(
+            npu(2), op=dist.ReduceOp.MAX if rank else dist.ReduceOp.MIN, group=group),
         "all_to_all": lambda: dist.all_to_all_single(npu(world), npu(world), group=group),
     }
     errors = {}
@@ -311,7 +315,7 @@ def hccl_rules(rank: int, world: int, groups: Groups) -> dict:
             call()
             errors[name] = "ok"
         except (RuntimeError, NotImplementedError, TypeError) as error:
-            errors[name] = f"{type(error).__name__}: {str(error).splitlines()[0]}"
+            errors[name] = _first_line(error)
     accepted = {}
     for name, dtype, op in (("int64 sum", torch.int64, dist.ReduceOp.SUM),
                             ("bfloat16 max", torch.bfloat16, dist.ReduceOp.MAX),
@@ -392,7 +396,7 @@ def _nonzero_bias_gradient(x, weight, bias32, class_weight32, target_mask, maske
 
 def old_defects(rank: int, world: int, groups: Groups) -> dict:
     """linear_cross_entropy on the NPU with each defect of before put back, one at a time:
-    the error it now meets (or "ok") and the host syncs it made; then with the fixes."""
+    the error it now meets (or "ok") and the host syncs it made; then with the fix."""
     h = 24
     start, vocab = sum(SHARDS[:rank]), SHARDS[rank]
     total = sum(SHARDS[:world])
@@ -402,55 +406,54 @@ def old_defects(rank: int, world: int, groups: Groups) -> dict:
     cw_all = 0.5 + torch.rand(total, generator=gen)
     b_all = torch.randn(total, generator=gen).to(torch.bfloat16)
     target = torch.randint(0, total, (40,), generator=gen)
-    x, w, t, cw, b = on("npu", x_all, w_all[start:start + vocab], target, cw_all[start:start + vocab],
-                        b_all[start:start + vocab], grad=(0, 1, 4))
+    part = slice(start, start + vocab)
+    x, w, t, cw, b = on("npu", x_all, w_all[part], target, cw_all[part], b_all[part], grad=(0, 1, 4))
+    own_shard = torch.where((t >= start) & (t < start + vocab), t - start, -100)  # one shard alone
     route_device.COMPOSITION_CHUNK_BYTES = 4 * 300 * 8  # 8 rows a chunk at V = 300, 14 at 170
-    fixed = {"row_targets": option_math.row_targets,
-             "composition": route_device._composition_forward,
-             "bias_gradient": route_npu_custom.bias_gradient}
-    old = {"float64 collective": ("row_targets", option_math, _float64_row_targets),
-           "per-chunk collectives": ("composition", route_device, _per_chunk_composition(fixed["composition"])),
-           "host copies": ("row_targets", option_math, _float64_row_targets),
-           "nonzero": ("bias_gradient", route_npu_custom, _nonzero_bias_gradient)}
-    calls = {  # which call shows each defect: vocab-parallel, or one rank's own shard
-        "float64 collective": dict(ce_weight=cw, process_group=groups.npu, vocab_start_index=start),
-        "per-chunk collectives": dict(return_token_accuracy=True, process_group=groups.npu,
-                                      vocab_start_index=start),
-        "host copies": dict(return_lse=True),
-        "nonzero": dict(linear_bias=b),
+    vocab_parallel = dict(process_group=groups.npu, vocab_start_index=start)
+    defects = {  # name: (module, attribute, its old version, a call reaching it, its target)
+        "float64 collective": (option_math, "row_targets", _float64_row_targets,
+                               dict(ce_weight=cw, **vocab_parallel), t),
+        "per-chunk collectives": (route_device, "_composition_forward",
+                                  _per_chunk_composition(route_device._composition_forward),
+                                  dict(return_token_accuracy=True, **vocab_parallel), t),
+        "host copies": (option_math, "row_targets", _float64_row_targets,
+                        dict(return_lse=True), own_shard),
+        "nonzero": (route_npu_custom, "bias_gradient", _nonzero_bias_gradient,
+                    dict(linear_bias=b), own_shard),
     }
-    attributes = {"row_targets": "row_targets", "composition": "_composition_forward",
-                  "bias_gradient": "bias_gradient"}
     out = {}
-    for defect, (key, module, replacement) in old.items():
-        for version in ("old", "fixed"):
-            setattr(module, attributes[key], replacement if version == "old" else fixed[key])
-            shard_t = t if calls[defect].get("process_group") else torch.where(
-                (t >= start) & (t < start + vocab), t - start, -100)  # one shard of its own
+    for name, (module, attribute, old, kwargs, rows) in defects.items():
+        fixed = getattr(module, attribute)
+        for version, function in (("old", old), ("fixed", fixed)):
+            setattr(module, attribute, function)
             try:
-                result, syncs = timed_syncs(lambda: _lce_step(x, w, shard_t, calls[defect]))
-                out[f"{defect} {version}"] = ("ok", syncs)
+                _, syncs = timed_syncs(lambda: _lce_step(x, w, rows, kwargs))
+                out[f"{name} {version}"] = ("ok", syncs)
             except (RuntimeError, NotImplementedError) as error:
-                out[f"{defect} {version}"] = (f"{type(error).__name__}: {str(error).splitlines()[0]}", None)
-        setattr(module, attributes[key], fixed[key])
+                out[f"{name} {version}"] = (_first_line(error), None)
+        setattr(module, attribute, fixed)
     # check_one_owner in a torch.compile'd graph: the asynchronous assert, which torch_npu
     # 2.13 has no PrivateUse1 kernel for, put in unconditionally as before; then as now
     bad = torch.zeros(4, dtype=torch.bool, device="npu")
     compiling = torch.compiler.is_compiling
     torch.compiler.is_compiling = lambda: True
     try:
-        for version in ("old", "fixed"):
+        checks = {"old": lambda: torch._assert_async(~bad.any(), "a 'target' held by no shard"),
+                  "fixed": lambda: statistics.check_one_owner(bad, t[:4], bad.float(), -100)}
+        for version, check in checks.items():
             try:
-                if version == "old":
-                    torch._assert_async(~bad.any(), "linear_cross_entropy: a 'target' ...")
-                else:
-                    statistics.check_one_owner(bad, t[:4], bad.float(), -100)
+                check()
                 out[f"assert in a graph {version}"] = ("ok", None)
             except (RuntimeError, NotImplementedError) as error:
-                out[f"assert in a graph {version}"] = (f"{type(error).__name__}: {str(error).splitlines()[0]}", None)
+                out[f"assert in a graph {version}"] = (_first_line(error), None)
     finally:
         torch.compiler.is_compiling = compiling
     return out
+
+
+def _first_line(error: Exception) -> str:
+    return f"{type(error).__name__}: {str(error).splitlines()[0]}"
 
 
 def _lce_step(x, w, t, kwargs):

@@ -13,12 +13,11 @@ operator called on one reaches `dispatch()`:
   (torch.library.register_kernel(..., "npu"), a CompositeExplicitAutograd body: torch's
   own custom ops, e.g. F.linear_cross_entropy's) runs that kernel on the NpuTensors, as
   on hardware;
-- any other operator (element-wise arithmetic, views, copies, collectives) runs torch's
-  CPU kernel on the host tensors and its outputs are wrapped again; these are not checked
-  against CANN's rules (docs/npu.md, "What is verified where", says which are).
-
 - a collective (a c10d operator) goes to the stand-in of torch_npu's ProcessGroupHCCL
-  (hccl.py), which applies its rules and computes with gloo.
+  (hccl.py), which applies its rules and computes with gloo;
+- any other operator (element-wise arithmetic, views, copies) runs torch's CPU kernel on
+  the host tensors and its outputs are wrapped again; these are not checked against CANN's
+  rules (docs/npu.md, "What is verified where", says which are).
 
 What a device does that a host tensor would hide is enforced: an operator mixing NPU
 tensors with CPU tensors of one or more dimensions is refused with torch's message; an
@@ -199,8 +198,8 @@ def dispatch(func, args: tuple, kwargs: dict):
         return func.redispatch(_PRIVATEUSE1, *args, **kwargs)
     if func in UNREGISTERED:
         raise NotImplementedError(
-            f"Could not run '{func._schema.name}.{func._overloadname}' with arguments from the 'PrivateUse1' "
-            f"backend (the emulated torch_npu 2.13.0 registers no kernel for it)")
+            f"Could not run '{func._schema.name}.{func._overloadname}' with arguments from the "
+            f"'PrivateUse1' backend (the emulated torch_npu 2.13.0 registers no kernel for it)")
     if func.namespace == "c10d":
         raise NotImplementedError(f"emulated ProcessGroupHCCL: {func} is not emulated "
                                   f"(tests/npu_emulation/hccl.py lists what is)")

@@ -134,7 +134,8 @@ def _check_different_devices(tensors: list) -> None:
     if not tensors:
         _fail("Tensor list must be nonempty", PARAM)                                # :3136-3138
     if len(tensors) != 1:  # one NPU per process
-        _fail("Tensor list mustn't be larger than the number of available NPUs", VALUE)  # :3140-3142
+        _fail("Tensor list mustn't be larger than the number of available NPUs",
+              VALUE)                                                                # :3140-3142
     first = tensors[0]
     for t in tensors:
         if not _npu_and_dense(t):
