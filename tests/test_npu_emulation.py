@@ -13,9 +13,15 @@ phase-1 rules for its op and computes with the reference (tests/npu_emulation/ca
   check, SyncBatchNorm in float16 and bfloat16 included; an injected fault in one aclnn op
   fails its own rows and the acceptance rows that use it, never the run.
 - nn.SyncBatchNorm (float32, float16, bfloat16; 1 and 2 ranks), linear_cross_entropy
-  (both modes, both half dtypes; 1 and 2 ranks, vocab-parallel) and a Hugging Face model
-  patched by aot.apply for one training step agree with the CPU path, with the host
-  synchronisations docs/npu.md states.
+  (both modes, both half dtypes; 1 and 2 ranks, vocab-parallel on uneven shards; every
+  option route on 1, 2 and 3 ranks), torch's F.linear_cross_entropy after enable() and a
+  Hugging Face model patched by aot.apply for one training step agree with the CPU path,
+  with the host synchronisations docs/npu.md states; on more than one rank over the
+  emulated ProcessGroupHCCL (npu_emulation/hccl.py).
+- each rule of that ProcessGroupHCCL refuses what torch_npu's refuses, with its message;
+  the defects those rules and the sync count were added for (a float64 all-reduce,
+  collectives that follow a rank's chunk count, blocking host-to-device copies, nonzero,
+  an asynchronous assert torch_npu has no kernel for) fail the emulation, put back.
 - a SyncBatchNorm that hands CANN torch's dtypes (grad_output in the layer's dtype beside
   a float32 centred input; bfloat16 statistics) fails under CANN's rules with 161002,
   naming the rule's source line: the hand-overs docs/npu.md states are what CANN admits.
@@ -204,20 +210,62 @@ def test_linear_cross_entropy_trains_on_the_npu_without_host_reads(tmp_path, wor
             assert runs["syncs"] == 0, (name, runs["syncs"])  # docs/npu.md: none on the NPU
 
 
-@pytest.mark.parametrize("world", [1, 2])
-def test_linear_cross_entropy_options_run_our_kernel_in_the_backward_on_the_npu(tmp_path, world):
-    # Soft-cap + z-loss, bias + scale, smoothing + class weights: options CANN's op cannot
-    # express, so the backward is our package's kernel with them (the simulator behind the
-    # emulated aclnn call), its package "installed" with the ops-info ascend_ops.json makes.
+#: The aclnn ops each option set's NPU route reaches (docs/npu.md "Loss options on the NPU").
+CANN_FORWARD, CANN_BACKWARD = "aclnnFusedLinearOnlineMaxSum", "aclnnFusedLinearCrossEntropyLossGrad"
+OURS = "aclnnAscendOpsFusedLinearCrossEntropyLossGrad"
+OPTION_ROUTES = {"weights-lse-zloss": {CANN_FORWARD, CANN_BACKWARD},   # npu-operators
+                 "weights-accuracy": {CANN_BACKWARD},                  # npu-composition+operators
+                 "softcap-zloss": {OURS}, "bias-scale": {OURS},       # npu-composition+custom
+                 "smoothing-weights": {OURS}}
+
+
+@pytest.mark.parametrize("world", [1, 2, 3])
+def test_vocab_parallel_options_train_over_hccl_without_host_reads(tmp_path, world):
+    # Every NPU route with its option sets, the vocabulary in uneven shards (300, 170, 233
+    # ids) whose row chunks differ in number between the ranks; the collectives through
+    # the emulated ProcessGroupHCCL, the backward of the options CANN cannot express on
+    # our package's kernel (the simulator behind the emulated aclnn call, its package
+    # "installed" with the ops-info ascend_ops.json makes).
     ranks = run_ranks(WORKER, world, tmp_path, env=emulated_environment(tmp_path), timeout=900,
                       script_args=("linear_cross_entropy_options",))
     for rank, results in enumerate(ranks):
-        calls = results.pop("aclnn calls")
-        assert "aclnnAscendOpsFusedLinearCrossEntropyLossGrad" in calls, calls
-        assert "aclnnFusedLinearCrossEntropyLossGrad" not in calls, calls  # CANN's cannot take them
-        assert set(results) == {"softcap-zloss", "bias-scale", "smoothing-weights"}
+        results.pop("aclnn calls")
+        assert set(results) == set(OPTION_ROUTES)
         for name, runs in results.items():
+            assert set(runs["aclnn"]) == OPTION_ROUTES[name], (name, runs["aclnn"])
             _agree(runs["npu"], runs["cpu"], f"rank {rank} {name}")
+            assert runs["syncs"] == 0, (name, runs["syncs"])
+
+
+@pytest.mark.parametrize("world, package", [(1, False), (2, True)], ids=["1rank", "2ranks-package"])
+def test_torchs_linear_cross_entropy_runs_our_kernels_on_the_npu(tmp_path, world, package):
+    # F.linear_cross_entropy with torch's default LinearCrossEntropyOptions() after
+    # enable(): on an NPU torch asks for acc_dtype = the input's dtype, which our kernels
+    # serve (in float32); data parallel over hccl on 2 ranks. A bias needs our op package
+    # in the backward: without one, torch's body runs, with a warning saying why.
+    env = emulated_environment(tmp_path if package else None)
+    ranks = run_ranks(WORKER, world, tmp_path, env=env, timeout=600,
+                      script_args=("torch_linear_cross_entropy",))
+    for rank, results in enumerate(ranks):
+        results.pop("aclnn calls")
+        for name, runs in results.items():
+            ours = package or "bias" not in name
+            served = 2 if name.endswith("none") else 1  # "none": its backward is a call too
+            assert runs["cpu calls"] == {"ours": served, "torch": 0}, (name, runs["cpu calls"])
+            assert runs["cpu warnings"] == [], runs["cpu warnings"]
+            if ours:
+                assert runs["npu calls"] == {"ours": served, "torch": 0}, (name, runs["npu calls"])
+                assert runs["npu warnings"] == [], runs["npu warnings"]
+                _agree(runs["npu"], runs["cpu"], f"rank {rank} {name}")
+                assert runs["npu"][0].dtype == torch.bfloat16  # torch's: the input's dtype
+                assert runs["syncs"] == 0, (name, runs["syncs"])
+            else:
+                assert runs["npu calls"]["ours"] == 0 and runs["npu calls"]["torch"] >= 1
+    if not package:  # warned once for the reason, in the first call declined
+        [first] = [runs["npu warnings"] for name, runs in ranks[0].items()
+                   if name != "aclnn calls" and runs["npu warnings"]]
+        assert len(first) == 1 and "runs its own body, not our kernels" in first[0] \
+            and "'linear_bias' needs our op package" in first[0], first
 
 
 def test_a_hugging_face_model_patched_by_apply_takes_a_step_on_the_npu(tmp_path):
@@ -290,6 +338,71 @@ def test_the_old_sync_batch_norm_fails_under_canns_rules_and_the_fix_passes():
     assert "fixed bfloat16 ok" in lines, lines
 
 
+# --- the collectives over HCCL, and the defects its rules and the sync count catch ---
+
+
+def test_each_hccl_rule_refuses_what_torch_npus_process_group_refuses(tmp_path):
+    ranks = run_ranks(WORKER, 2, tmp_path, env=emulated_environment(), timeout=300,
+                      script_args=("hccl_rules",))
+    for rank, results in enumerate(ranks):
+        assert results["errors"] == {
+            # checkSupportedDataType (ProcessGroupHCCL.cpp:173-186): no FP64 / UINT64 on an A2
+            "float64 all_reduce": "RuntimeError: HCCL allreduce: Unsupported data type at::kDouble",
+            "uint64 all_reduce": "RuntimeError: HCCL allreduce: Unsupported data type "
+                                 "at::ScalarType::UInt64",
+            "float64 reduce_scatter": "RuntimeError: HCCL reduce_scatter: Unsupported data type "
+                                      "at::kDouble",
+            "BAND": "RuntimeError: Cannot use ReduceOp.BAND with HCCL",            # :162-165
+            "a transposed view": "RuntimeError: Tensors must be contiguous",       # :3161-3163
+            "a CPU tensor": "RuntimeError: No backend type associated with device type cpu",
+            "CPU outputs of all_gather": "RuntimeError: Tensors must be NPU and dense",  # :3184
+            "unpaired shapes": "RuntimeError: emulated HCCL: the ranks' collectives do not pair "
+                               "(HCCL would pair them anyway, hanging or reducing unrelated "
+                               "buffers): rank 0 allreduce SUM float32[2]; rank 1 allreduce SUM "
+                               "float32[3]",
+            "unpaired ops": "RuntimeError: emulated HCCL: the ranks' collectives do not pair "
+                            "(HCCL would pair them anyway, hanging or reducing unrelated "
+                            "buffers): rank 0 allreduce MIN float32[2]; rank 1 allreduce MAX "
+                            "float32[2]",
+            "all_to_all": "NotImplementedError: emulated ProcessGroupHCCL: "
+                          "c10d.alltoall_base_.default is not emulated (tests/npu_emulation/"
+                          "hccl.py lists what is)",
+        }, (rank, results["errors"])
+        accepted = results["accepted"]
+        assert accepted["int64 sum"].tolist() == [3, 3, 3]
+        assert accepted["bfloat16 max"].tolist() == [2.0, 2.0, 2.0]
+        assert accepted["float32 avg"].tolist() == [1.5, 1.5, 1.5]    # summed, then divided
+        assert accepted["uint8 sum"].tolist() == [3, 3, 3]            # as int32 (:4734-4737)
+        assert accepted["bool sum"].tolist() == [True, True, True]    # rank 0's True, OR-ed
+        assert accepted["float64 all_gather"].tolist() == [[1.0, 1.0], [2.0, 2.0]]  # no type check
+
+
+def test_the_defects_of_before_fail_the_emulation_and_the_fixes_pass(tmp_path):
+    # Put back one at a time on the NPU, 2 ranks, uneven shards: row_targets' float64
+    # all-reduce (and its torch.tensor(..., device=) scalars, two blocking copies), the
+    # composition forward's per-chunk collectives, bias_gradient's nonzero, and the
+    # asynchronous assert in a compiled graph where torch_npu has no kernel for it.
+    ranks = run_ranks(WORKER, 2, tmp_path, env=emulated_environment(tmp_path), timeout=600,
+                      script_args=("old_defects",))
+    for rank, results in enumerate(ranks):
+        results.pop("aclnn calls")
+        fixed = {name: outcome for name, outcome in results.items() if name.endswith(" fixed")}
+        assert fixed == {"float64 collective fixed": ("ok", 0), "per-chunk collectives fixed": ("ok", 0),
+                         "host copies fixed": ("ok", 0), "nonzero fixed": ("ok", 0),
+                         "assert in a graph fixed": ("ok", None)}, (rank, fixed)
+        assert results["float64 collective old"] == (
+            "RuntimeError: HCCL allreduce: Unsupported data type at::kDouble", None)
+        assert results["per-chunk collectives old"][0].startswith(
+            "RuntimeError: emulated HCCL: the ranks' collectives do not pair"), results
+        assert "rank 0 allreduce MAX float32[8]; rank 1 allreduce MAX float32[14]" \
+            in results["per-chunk collectives old"][0], results  # 8-row chunks at V = 300, 14 at 170
+        assert results["host copies old"] == ("ok", 2)  # two torch.tensor(..., device=) copies
+        assert results["nonzero old"] == ("ok", 3)      # one per row chunk of the bias gradient
+        assert results["assert in a graph old"][0] == (
+            "NotImplementedError: Could not run 'aten::_assert_async.msg' with arguments from the "
+            "'PrivateUse1' backend (the emulated torch_npu 2.13.0 registers no kernel for it)")
+
+
 STAND_IN_RULES = r'''
 import torch, torch_npu
 from npu_emulation import cann
@@ -306,6 +419,7 @@ def refusal(call):
     return "accepted"
 
 x = npu(torch.randn(4, 3, 5))
+x4 = npu(torch.randn(2, 3, 4, 5))
 c = lambda dtype=torch.float32: empty([3], dtype)
 checks = {
     "stats f32": lambda: cann.batch_norm_stats(x, 1e-5, c(), c()),
@@ -348,9 +462,33 @@ checks = {
     "loss smoothing": lambda: cann.fused_cross_entropy_loss_with_max_sum(
         npu(torch.zeros(2)), npu(torch.ones(2)), npu(torch.zeros(2)), 0.1, None, None, None,
         empty([2], torch.float32), None),
+    # ConvertType gives a 3-D tensor NCL: CANN's ND-only op refuses it as not ND
+    "flce 3-d input": lambda: cann.fused_linear_cross_entropy_loss_grad(
+        npu(torch.ones(2)), npu(torch.randn(2, 1, 4)).bfloat16(), npu(torch.randn(7, 4)).bfloat16(),
+        npu(torch.zeros(2, dtype=torch.bool)), npu(torch.zeros(2, dtype=torch.int64)), 0.0,
+        npu(torch.zeros(2)), npu(torch.ones(2)), None, empty([2, 4], torch.bfloat16), empty([7, 4], torch.bfloat16)),
+    # ... while our package's OpDef declares ND under FormatMatchMode DEFAULT: NCHW becomes ND
+    "custom bn NCHW": lambda: cann.custom_batch_norm_reduce_backward(
+        x4, x4, c(), c(), None, True, False, False, c(), c(), None, None),
+    "custom bn 5HD": lambda: cann.custom_batch_norm_reduce_backward(
+        torch_npu.npu_format_cast(x4, FORMAT_NC1HWC0), x4, c(), c(), None, True, False, False,
+        c(), c(), None, None),
 }
 for name, call in checks.items():
     print(f"{name}: {refusal(call)}")
+host = torch.randn(3)
+copies = {  # a blocking copy between host and device waits for the stream; non_blocking does not
+    "tensor on the device": lambda: torch.tensor(1.0, device="npu"),
+    "to the device": lambda: host.to("npu"),
+    "to the device, non_blocking": lambda: host.to("npu", non_blocking=True),
+    "copy_ into the device": lambda: x.view(-1)[:3].copy_(host),
+    "to the host": lambda: x.cpu(),
+    "full on the device": lambda: torch.full((3,), 2.0, device="npu"),
+}
+for name, call in copies.items():
+    before = torch_npu.host_syncs()
+    call()
+    print(f"syncs of {name}: {torch_npu.host_syncs() - before}")
 '''
 
 
@@ -378,4 +516,13 @@ def test_each_stand_in_refuses_what_canns_phase_1_refuses():
         "flce float32 input": "161002 99-100",
         "online v 0": "161002 120-123",
         "loss smoothing": "161002 111-114",
+        "flce 3-d input": "161002 116-133, :37-41",  # NCL, not ND
+        "custom bn NCHW": "accepted",
+        "custom bn 5HD": "161002 105-110",
+        "syncs of tensor on the device": "1",
+        "syncs of to the device": "1",
+        "syncs of to the device, non_blocking": "0",
+        "syncs of copy_ into the device": "1",
+        "syncs of to the host": "1",
+        "syncs of full on the device": "0",
     }, got

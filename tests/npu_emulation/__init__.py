@@ -9,6 +9,8 @@ it installs:
 - device.py: the "npu" device (torch's Python PrivateUse1 backend), tensors held in host
   memory, mixed-device operators refused, fresh memory poisoned, host syncs counted;
 - torch_npu_kernels.py: torch_npu 2.13's kernels of aten's sync-BN operators;
+- hccl.py: the "hccl" backend, a stand-in of torch_npu's ProcessGroupHCCL applying its
+  rules for an Atlas A2 to every collective on NPU tensors, computing with gloo;
 - adapter.py: our adapter's kernels and module surface (`ascend_ops._npu`);
 - cann.py: the CANN aclnn ops all of these call, each enforcing its v9.0.0 phase-1 rules
   (ported line by line) and computing with the reference.

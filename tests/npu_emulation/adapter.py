@@ -148,13 +148,13 @@ def _pack_bits(bits: torch.Tensor, pad: int) -> torch.Tensor:
     rows = bits.size(0)
     count = (rows + 7) // 8
     padded = torch.nn.functional.pad(bits.to(torch.int32), (0, count * 8 - rows), value=pad)
-    weights = (2 ** torch.arange(8, dtype=torch.int32)).to(bits.device)
+    weights = 2 ** torch.arange(8, dtype=torch.int32, device=bits.device)  # made on the device
     return (padded.view(count, 8) * weights).sum(1).to(torch.uint8)
 
 
 def _unpack_bits(mask: torch.Tensor, rows: int) -> torch.Tensor:
     bytes_ = mask[: (rows + 7) // 8].to(torch.int32)
-    shifts = (2 ** torch.arange(8, dtype=torch.int32)).to(mask.device)
+    shifts = 2 ** torch.arange(8, dtype=torch.int32, device=mask.device)
     return (bytes_[:, None] // shifts % 2).reshape(-1)[:rows].to(torch.bool)
 
 

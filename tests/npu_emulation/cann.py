@@ -1,7 +1,9 @@
 """Stand-ins of the CANN aclnn ops the NPU path calls, on the emulated device (device.py).
 
 Each stand-in takes the arguments of its op's phase 1 (`aclnnXGetWorkspaceSize`), with
-NpuTensors for aclTensors and None for a null pointer, applies CANN v9.0.0's phase-1 checks
+NpuTensors for aclTensors (in the format torch_npu's ConvertType gives them: NCL, NCHW or
+NCDHW for a 3-, 4- or 5-D tensor in a base format, device.acl_format) and None for a null
+pointer, applies CANN v9.0.0's phase-1 checks
 rule by rule (each naming the source line it is ported from), refuses a violation with the
 status CANN returns (`AclnnRefusal`: 161001 ACLNN_ERR_PARAM_NULLPTR, 161002
 ACLNN_ERR_PARAM_INVALID, 361001 ACLNN_ERR_RUNTIME_ERROR), and otherwise writes its outputs,
@@ -29,7 +31,8 @@ import os
 
 import torch
 
-from npu_emulation.device import FORMAT_ND, PRIVATE_FORMATS, NpuTensor
+from npu_emulation.device import (FORMAT_NCDHW, FORMAT_NCHW, FORMAT_NCL, FORMAT_ND,
+                                  FORMAT_NHWC, PRIVATE_FORMATS, NpuTensor, acl_format)
 
 ACLNN_ERR_PARAM_NULLPTR = 161001
 ACLNN_ERR_PARAM_INVALID = 161002
@@ -115,6 +118,12 @@ class Phase1:
             if t is not None and _format(t) != FORMAT_ND:
                 self.fail(where, f"Tensor {name} only supports ND format, got {_format(t)}")
 
+    def custom_nd_format(self, where: str, **tensors) -> None:
+        """An OpDef's FORMAT_ND under FormatMatchMode DEFAULT (_CUSTOM_AS_ND)."""
+        for name, t in tensors.items():
+            if t is not None and _format(t) != FORMAT_ND and _format(t) not in _CUSTOM_AS_ND:
+                self.fail(where, f"Tensor {name}: the OpDef declares ND, got format {_format(t)}")
+
     def dims(self, where: str, low: int | None, high: int | None, **tensors) -> None:
         for name, t in tensors.items():  # OP_CHECK_MIN_DIM / OP_CHECK_MAX_DIM
             if t is None:
@@ -143,7 +152,15 @@ def _acl(dtype: torch.dtype) -> str:
 
 
 def _format(t: NpuTensor) -> int:
-    return getattr(t, "npu_format", FORMAT_ND)
+    """The format of the aclTensor phase 1 receives: torch_npu's ConvertType's."""
+    return acl_format(t)
+
+
+#: The formats the aclnn framework turns into ND for an op of a custom package whose OpDef
+#: leaves FormatMatchMode at DEFAULT, as ours do (CANN's Ascend C API reference, OpDef
+#: FormatMatchMode, section 6.4.3.3.13: "NCHW/NHWC/DHWCN/NCDHW/NCL ... converted to ND";
+#: DHWCN has no aclFormat torch_npu passes).
+_CUSTOM_AS_ND = frozenset({FORMAT_NCHW, FORMAT_NHWC, FORMAT_NCDHW, FORMAT_NCL})
 
 
 def _host(t):
@@ -553,8 +570,8 @@ def custom_fused_linear_cross_entropy_loss_grad(grad, input, weight, target_mask
                         logits_max=logits_max, sum_exp_logits=sum_exp_logits, softmax=softmax,
                         bias=bias, class_weight=class_weight, alpha=alpha, beta=beta, gamma=gamma,
                         input_grad=input_grad_out, weight_grad=weight_grad_out)
-    p.nd_format(":198", grad=grad, input=input, weight=weight, target_mask=target_mask,
-                masked_target=masked_target)
+    p.custom_nd_format(":198", grad=grad, input=input, weight=weight, target_mask=target_mask,
+                       masked_target=masked_target)
     from ascend_ops.sim import simulator
 
     options = None
@@ -579,7 +596,7 @@ def custom_batch_norm_reduce_backward(grad_out, input, mean, invstd, weight, inp
             for data in kinds for stat in kinds for w in kinds]
     _custom_combination(p, ":92-110", rows, grad_out=grad_out, input=input, mean=mean,
                         invstd=invstd, weight=weight)
-    p.nd_format(":105-110", grad_out=grad_out, input=input, mean=mean, invstd=invstd)
+    p.custom_nd_format(":105-110", grad_out=grad_out, input=input, mean=mean, invstd=invstd)
     from ascend_ops.sim import simulator
 
     values = simulator.batch_norm_reduce_backward(

@@ -9,17 +9,29 @@ operator called on one reaches `dispatch()`:
 - an operator with a registered kernel (`KERNELS`: torch_npu's aten kernels and our
   adapter's, each ending in a stand-in of a CANN aclnn op that enforces the op's phase-1
   rules, cann.py) runs that kernel, which gets the NpuTensors themselves;
-- any other operator (element-wise arithmetic, views, copies, collectives) runs torch's
-  CPU kernel on the host tensors and its outputs are wrapped again; these are not checked
-  against CANN's rules (docs/npu.md, "What is verified where", says which are).
+- an operator of another library that the dispatcher holds a PrivateUse1 kernel for
+  (torch.library.register_kernel(..., "npu"), a CompositeExplicitAutograd body: torch's
+  own custom ops, e.g. F.linear_cross_entropy's) runs that kernel on the NpuTensors, as
+  on hardware;
+- a collective (a c10d operator) goes to the stand-in of torch_npu's ProcessGroupHCCL
+  (hccl.py), which applies its rules and computes with gloo;
+- any other operator (element-wise arithmetic, views, copies) runs torch's CPU kernel on
+  the host tensors and its outputs are wrapped again; these are not checked against CANN's
+  rules (docs/npu.md, "What is verified where", says which are).
 
 What a device does that a host tensor would hide is enforced: an operator mixing NPU
-tensors with CPU tensors of one or more dimensions is refused with torch's message; memory
-a kernel allocates (torch.empty and friends, the outputs torch_npu's kernels allocate) is
-poisoned (NaN, or a sentinel for integers), so an output an op leaves unwritten shows; and
-every host synchronisation (.item(), a copy to the host, an operator whose output size
-depends on the data) is counted (`host_syncs()`), so a path that claims to read nothing on
-the host can be held to it.
+tensors with CPU tensors of one or more dimensions is refused with torch's message; an
+operator torch_npu 2.13 registers no PrivateUse1 kernel for (`UNREGISTERED`) is refused as
+the dispatcher refuses it; memory a kernel allocates (torch.empty and friends, the outputs
+torch_npu's kernels allocate) is poisoned (NaN, or a sentinel for integers), so an output
+an op leaves unwritten shows; and every host synchronisation (.item(), a blocking copy
+between host and device in either direction, an operator whose output size depends on the
+data) is counted (`host_syncs()`), so a path that claims to read nothing on the host can be
+held to it. torch_npu's blocking copy waits for the stream before its memcpy
+(`aclrtSynchronizeStream`, Ascend/pytorch v26.2.0-0day-pytorch2.13.0
+torch_npu/csrc/aten/ops/op_api/CopyKernelOpApi.cpp:71-89); a non_blocking one does not.
+The format an aclnn op sees is `acl_format(t)`: torch_npu's ConvertType gives a tensor in a
+base format the format of its rank.
 """
 
 from __future__ import annotations
@@ -34,12 +46,19 @@ aten = torch.ops.aten
 
 DEVICE_NAME = "npu"
 
-#: ACL formats (CANN's aclFormat) an emulated tensor can carry; CANN's op_api checks read
-#: them (op::IsPrivateFormat: the 5HD / fractal layouts).
+#: ACL formats (CANN's aclFormat, acl_base.h) an emulated tensor can carry or an aclTensor
+#: can be given; CANN's op_api checks read them (op::IsPrivateFormat: the 5HD / fractal
+#: layouts).
 FORMAT_NCHW, FORMAT_NHWC, FORMAT_ND, FORMAT_NC1HWC0, FORMAT_FRACTAL_Z = 0, 1, 2, 3, 4
-FORMAT_FRACTAL_NZ, FORMAT_NCDHW, FORMAT_NDC1HWC0 = 29, 30, 32
+FORMAT_FRACTAL_NZ, FORMAT_NCDHW, FORMAT_NDC1HWC0, FORMAT_NCL = 29, 30, 32, 47
 PRIVATE_FORMATS = frozenset({FORMAT_NC1HWC0, FORMAT_FRACTAL_Z, FORMAT_FRACTAL_NZ,
                              FORMAT_NDC1HWC0})
+#: torch_npu's FormatHelper::IsOpInputBaseFormat (Ascend/pytorch v26.2.0-0day-pytorch2.13.0
+#: torch_npu/csrc/framework/FormatHelper.cpp:150-158): storage formats ConvertType replaces.
+OP_INPUT_BASE_FORMATS = frozenset({FORMAT_ND, FORMAT_NCHW, FORMAT_NHWC, FORMAT_NCDHW})
+#: ConvertType's format for a tensor in a base format, by rank (op-plugin 26.1.0
+#: op_plugin/utils/op_api_common.cpp:959-972: NCL_DIM_NUM, NCHW_DIM_NUM, NCDHW_DIM_NUM).
+_FORMAT_OF_RANK = {3: FORMAT_NCL, 4: FORMAT_NCHW, 5: FORMAT_NCDHW}
 
 #: {"namespace::op.overload": kernel}: what torch_npu (or our adapter) registers for
 #: PrivateUse1. A kernel takes the operator's arguments with NpuTensors as they are.
@@ -54,6 +73,13 @@ _ALLOCATING = {aten.empty_like.default, aten.new_empty.default, aten.new_empty_s
 #: Operators whose output size depends on the data: each waits for the device.
 _DATA_DEPENDENT = {aten.nonzero.default, aten.masked_select.default, aten.unique_dim.default,
                    aten._unique2.default, aten.unique_consecutive.default}
+#: Namespaces whose operators run on the host tensors (torch_npu's own kernels of them are
+#: in KERNELS where the emulation states them) or go to the HCCL stand-in (c10d).
+_HOST_NAMESPACES = {"aten", "prims", "c10d"}
+_PRIVATEUSE1 = torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1)
+#: Operators torch_npu 2.13.0 registers no PrivateUse1 kernel for (tests/npu_link reads
+#: this from libtorch_npu.so): on a device they fail in the dispatcher.
+UNREGISTERED = {aten._assert_async.msg}
 
 _syncs = threading.local()
 
@@ -121,7 +147,18 @@ def _is_npu_device(device) -> bool:
     return device is not None and torch.device(device).type == DEVICE_NAME
 
 
-def _syncs_host(func, flat_args: list, kwargs: dict) -> bool:
+def acl_format(t: torch.Tensor) -> int:
+    """The aclFormat of the aclTensor torch_npu's ConvertType makes of `t` (op-plugin 26.1.0
+    op_plugin/utils/op_api_common.cpp:941-972): a tensor whose storage format is a base
+    one (OP_INPUT_BASE_FORMATS) gets the format of its rank, NCL for 3-D, NCHW for 4-D,
+    NCDHW for 5-D, ND otherwise; any other keeps its storage format."""
+    own = getattr(t, "npu_format", FORMAT_ND)
+    if own not in OP_INPUT_BASE_FORMATS:
+        return own
+    return _FORMAT_OF_RANK.get(t.dim(), FORMAT_ND)
+
+
+def _syncs_host(func, flat_args: list, args: tuple, kwargs: dict) -> bool:
     """Whether `func` makes the host wait for the device."""
     if func in (aten._local_scalar_dense.default, aten.item.default):
         return True
@@ -129,9 +166,11 @@ def _syncs_host(func, flat_args: list, kwargs: dict) -> bool:
         return True
     if func is aten._to_copy.default:  # a copy to the host; a dtype change stays on the device
         device = kwargs.get("device")
-        return isinstance(flat_args[0], NpuTensor) and device is not None and not _is_npu_device(device)
-    if func is aten.copy_.default:  # dst.copy_(src): a device source read into host memory
-        return not isinstance(flat_args[0], NpuTensor) and isinstance(flat_args[1], NpuTensor)
+        return (isinstance(flat_args[0], NpuTensor) and device is not None
+                and not _is_npu_device(device) and not kwargs.get("non_blocking", False))
+    if func is aten.copy_.default:  # dst.copy_(src, non_blocking): host <-> device, blocking
+        across = isinstance(flat_args[0], NpuTensor) != isinstance(flat_args[1], NpuTensor)
+        return across and not kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
     if func in (aten.index.Tensor, aten.index_put_.default, aten.index_put.default):
         indices = flat_args[1:]
         return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices)
@@ -140,7 +179,7 @@ def _syncs_host(func, flat_args: list, kwargs: dict) -> bool:
 
 def _check_one_device(func, flat_args: list) -> None:
     """torch refuses an operator over tensors of two devices (a CPU scalar aside)."""
-    if func in _CROSS_DEVICE or func.namespace == "c10d":
+    if func in _CROSS_DEVICE:
         return
     if any(isinstance(a, torch.Tensor) and not isinstance(a, NpuTensor) and a.dim() > 0
            for a in flat_args):
@@ -154,6 +193,16 @@ def dispatch(func, args: tuple, kwargs: dict):
     registered = KERNELS.get(f"{func._schema.name}.{func._overloadname}")
     if registered is not None:
         return registered(*args, **kwargs)
+    if func.namespace not in _HOST_NAMESPACES and torch._C._dispatch_has_kernel_for_dispatch_key(
+            func.name(), "PrivateUse1"):
+        return func.redispatch(_PRIVATEUSE1, *args, **kwargs)
+    if func in UNREGISTERED:
+        raise NotImplementedError(
+            f"Could not run '{func._schema.name}.{func._overloadname}' with arguments from the "
+            f"'PrivateUse1' backend (the emulated torch_npu 2.13.0 registers no kernel for it)")
+    if func.namespace == "c10d":
+        raise NotImplementedError(f"emulated ProcessGroupHCCL: {func} is not emulated "
+                                  f"(tests/npu_emulation/hccl.py lists what is)")
     return run_on_host(func, args, kwargs)
 
 
@@ -161,7 +210,8 @@ def run_on_host(func, args: tuple, kwargs: dict):
     """`func` by torch's CPU kernel on the host tensors, its outputs back on the device."""
     flat, _ = tree_flatten((args, kwargs))
     _check_one_device(func, flat)
-    if _syncs_host(func, [a for a in flat if isinstance(a, torch.Tensor) or a is None], kwargs):
+    if _syncs_host(func, [a for a in flat if isinstance(a, torch.Tensor) or a is None], args,
+                   kwargs):
         _count_sync()
     originals = {id(a.host if isinstance(a, NpuTensor) else a): a
                  for a in flat if isinstance(a, torch.Tensor)}
@@ -272,11 +322,16 @@ def install() -> NpuModule:
 
     def copy_from(self, dst, non_blocking=False):
         # Reached without the Python key (torch.tensor(..., device="npu") builds its
-        # tensor with it excluded): the copy between host and device memory.
+        # tensor with it excluded): the copy between host and device memory, which waits
+        # for the stream unless non_blocking (CopyKernelOpApi.cpp:77-85).
+        if not non_blocking and self.device.type != dst.device.type:
+            _count_sync()
         _host_of(dst).copy_(_host_of(self))
         return dst
 
     def copy_from_and_resize(self, dst):
+        if self.device.type != dst.device.type:
+            _count_sync()
         _host_of(dst).resize_(self.shape).copy_(_host_of(self))
         return dst
 

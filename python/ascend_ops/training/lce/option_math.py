@@ -70,34 +70,45 @@ class RowTargets:
 def row_targets(rows: torch.Tensor, ignore_index: int, start: int, vocab: int,
                 class_weight: torch.Tensor | None, group) -> RowTargets:
     """The targets of `rows` [BT] for the shard [start, start + vocab), with the global
-    class totals: one all-reduce under a process group ([w[t] per row, C, W])."""
+    class totals. Under a process group: one int64 all-reduce of the shard sizes (C), and
+    with class weights one float32 all-reduce of [each rank's W_r in its own slot, w[t] per
+    row]. Every sum there has one non-zero term per element (a slot is one rank's; a row's
+    target one shard's), so float32 carries them exactly; W = sum_r W_r is then summed in
+    float64 on every rank, as exact as a float64 collective would make it. HCCL on an Atlas
+    A2 has no float64 collective (torch_npu's ProcessGroupHCCL, checkSupportedDataType), and
+    no value is made on the host: nothing waits for the device."""
     kept = rows != ignore_index
     ids = rows.long()
     in_shard = kept & (ids >= start) & (ids < start + vocab)
     columns = torch.where(in_shard, ids - start, -1)
     device = rows.device
-    shard_total = (class_weight.float().sum() if class_weight is not None
-                   else torch.tensor(float(vocab), device=device))
-    local_w = None
     if class_weight is not None:
+        shard_total = class_weight.float().sum()
         local_w = torch.where(in_shard, class_weight.float()[columns.clamp_min(0)], 0.0)
-    parts = [torch.tensor([float(vocab)], dtype=torch.float64, device=device),
-             shard_total.double().reshape(1)]
-    if local_w is not None:
-        parts.append(local_w.double())
-    totals = torch.cat(parts)
+    else:  # a fill on the device, not a copy from the host
+        shard_total = torch.full((), float(vocab), dtype=torch.float32, device=device)
+        local_w = None
+    classes = torch.full((), vocab, dtype=torch.int64, device=device)
+    target_weight, shard_totals = local_w, shard_total.reshape(1)
     if group is not None:
-        dist.all_reduce(totals, op=dist.ReduceOp.SUM, group=group)
-    target_weight = totals[2:].float() if class_weight is not None else None
+        dist.all_reduce(classes, op=dist.ReduceOp.SUM, group=group)
+        if class_weight is not None:
+            slots = torch.zeros(dist.get_world_size(group), dtype=torch.float32, device=device)
+            slots[dist.get_rank(group)] = shard_total
+            packed = torch.cat([slots, local_w])  # [world + BT]
+            dist.all_reduce(packed, op=dist.ReduceOp.SUM, group=group)
+            shard_totals, target_weight = packed[:slots.numel()], packed[slots.numel():]
+    classes = classes.double()
+    weight_total = shard_totals.double().sum() if class_weight is not None else classes
     count = kept.sum().float()
     weight_sum = target_weight.sum() if target_weight is not None else count
-    return RowTargets(kept, in_shard, columns, ids, target_weight, totals[0], totals[1],
+    return RowTargets(kept, in_shard, columns, ids, target_weight, classes, weight_total,
                       shard_total.float(), count, weight_sum)
 
 
 def combine_statistics(stats: dict, targets: RowTargets, rows: slice, start: int, group):
-    """One chunk's local row statistics → global ones (SPEC §3, §7): a max all-reduce of
-    the row maxima, one sum all-reduce of [S·e^(m−M), predicted, owned, weighted sum], and
+    """The local row statistics of the rows `rows` → global ones (SPEC §3, §7): a max
+    all-reduce of the row maxima, one sum all-reduce of [S·e^(m−M), predicted, owned, weighted sum], and
     with token accuracy one min all-reduce of the argmax ids. `stats` holds "max", "sum",
     "predicted" (y_t − m), "weighted" (Σ w (y − m)) and "argmax" (local column or −1);
     returns the same keys made global plus "owners"."""
@@ -132,12 +143,17 @@ def combine_statistics(stats: dict, targets: RowTargets, rows: slice, start: int
     return out
 
 
-def concat_statistics(parts: list[dict], x: torch.Tensor) -> dict:
-    """The row chunks' global statistics as one dict of [BT] tensors."""
-    if not parts:  # no rows
+def concat_statistics(parts: list[dict], x: torch.Tensor, options: LossOptions) -> dict:
+    """The row chunks' statistics as one dict of [BT] tensors (with no rows, the keys the
+    options ask for, empty)."""
+    if not parts:
         empty = x.new_empty(0, dtype=torch.float32)
-        return {"max": empty, "sum": empty, "predicted": empty, "owners": empty,
-                "weighted": empty, "argmax": x.new_empty(0, dtype=torch.int64)}
+        out = {"max": empty, "sum": empty, "predicted": empty}
+        if options.label_smoothing != 0.0:
+            out["weighted"] = empty
+        if options.return_token_accuracy:
+            out["argmax"] = x.new_empty(0, dtype=torch.int64)
+        return out
     return {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
 
 

@@ -91,14 +91,18 @@ def forward(call: LceCall):
             local["weighted"] = ws
         if want_argmax:
             local["argmax"] = am
-        stats = _math.combine_statistics(local, targets, rs, start, group)
         if cache is not None:
-            alpha, beta, gamma = _math.coefficients(stats, targets.rows(rs), options, a[rs], b[rs])
+            # G is written from this chunk's logits: its statistics are made global here,
+            # in chunks every rank agreed on (plan_chunk_rows)
+            local = _math.combine_statistics(local, targets, rs, start, group)
+            alpha, beta, gamma = _math.coefficients(local, targets.rows(rs), options, a[rs], b[rs])
             native.lce_options_write_grad_rows(
-                logits, stats["max"], stats["sum"], targets.columns[rs], alpha, beta, gamma,
+                logits, local["max"], local["sum"], targets.columns[rs], alpha, beta, gamma,
                 options.logit_scale, options.softcap_or_zero, cw, cache[rs])
-        parts.append(stats)
-    stats = _math.concat_statistics(parts, x)
+        parts.append(local)
+    stats = _math.concat_statistics(parts, x, options)
+    if cache is None:  # one combine for all rows: the chunk count follows this shard's V
+        stats = _math.combine_statistics(stats, targets, slice(0, bt), start, group)
     check_one_owner((stats["owners"] != 1) & targets.kept, rows, stats["owners"],
                     call.ignore_index)
     ce, z = _math.row_losses(stats, targets, options)

@@ -122,7 +122,9 @@ def backward(saved: Saved, grad_loss: torch.Tensor, wants):
 
 
 def _composition_forward(call: LceCall, targets: _math.RowTargets) -> dict:
-    """Global row statistics from the chunked torch forward."""
+    """Global row statistics from the chunked torch forward: each row chunk reduced to its
+    local statistics, then one combine over all rows. The chunk count follows this shard's
+    V, which may differ between ranks; the collectives, issued once per call, do not."""
     x, weight, options = call.x, call.weight, call.options
     bt, vocab = x.size(0), weight.size(0)
     step = max(1, min(max(bt, 1), COMPOSITION_CHUNK_BYTES // max(1, 4 * vocab)))
@@ -146,6 +148,7 @@ def _composition_forward(call: LceCall, targets: _math.RowTargets) -> dict:
             local["weighted"] = (shifted * w).sum(dim=1) if w is not None else shifted.sum(dim=1)
         if options.return_token_accuracy:
             local["argmax"] = y.argmax(dim=1) if vocab else torch.full_like(col, -1)
-        parts.append(_math.combine_statistics(local, targets, rs, call.vocab_start_index,
-                                              call.process_group))
-    return _math.concat_statistics(parts, x)
+        parts.append(local)
+    local = _math.concat_statistics(parts, x, options)
+    return _math.combine_statistics(local, targets, slice(0, bt), call.vocab_start_index,
+                                    call.process_group)

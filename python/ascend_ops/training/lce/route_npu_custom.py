@@ -81,23 +81,28 @@ def bias_gradient(x, weight, bias32, class_weight32, target_mask, masked_target,
                   options: LossOptions, alpha, beta, gamma):
     """dL/dbias [V] (fp32) = the column sums of dL/draw, SPEC §7's G before its cast, by
     row chunks of logits on the device (never [BT, V]): the kernel's vector stage in torch.
-    It costs one more x·Wᵀ."""
+    It costs one more x·Wᵀ. The onehot term is a scatter-add of beta, 0 on the rows the
+    mask drops: nothing here depends on the data's values for its shapes, so nothing waits
+    for the device."""
     bt, vocab = x.size(0), weight.size(0)
     out = torch.zeros(vocab, dtype=torch.float32, device=x.device)
-    step = max(1, min(max(bt, 1), BIAS_CHUNK_BYTES // max(1, 4 * vocab)))
-    kept = ~target_mask if target_mask.dtype == torch.bool else None
-    if kept is None:  # the bit-packed form: bit i of byte i / 8
+    if bt == 0 or vocab == 0:
+        return out
+    step = max(1, min(bt, BIAS_CHUNK_BYTES // (4 * vocab)))
+    if target_mask.dtype == torch.bool:
+        masked = target_mask
+    else:  # the bit-packed form: bit i % 8 of byte i / 8
         bits = torch.arange(8, device=x.device)
-        kept = ~(((target_mask[:, None].long() >> bits) & 1).bool().reshape(-1)[:bt])
+        masked = ((target_mask[:, None].long() >> bits) & 1).bool().reshape(-1)[:bt]
+    onehot_scale = torch.where(masked, 0.0, beta.float())  # [BT]
+    columns = masked_target.long().clamp(0, vocab - 1)     # any column where the scale is 0
+    w = class_weight32 if class_weight32 is not None else 1.0
     for r0 in range(0, bt, step):
         rs = slice(r0, min(bt, r0 + step))
-        y, tanh = transform_logits(fp32_logits(x[rs], weight), bias32, options)
+        y, tanh = transform_logits(fp32_logits(x[rs], weight), bias32, options)  # chunk x V
         p = torch.exp(y - stats["max"][rs, None]) / stats["sum"][rs, None]
         dy = alpha[rs, None].float() * p
-        rows = torch.nonzero(kept[rs]).flatten()
-        dy[rows, masked_target[rs][rows].long()] -= beta[rs][rows].float()
-        w = class_weight32 if class_weight32 is not None else 1.0
+        dy.scatter_add_(1, columns[rs, None], -onehot_scale[rs, None])
         dy = dy - gamma[rs, None].float() * w
         out += logits_grad_to_raw(dy, tanh, options).sum(dim=0)
     return out
-

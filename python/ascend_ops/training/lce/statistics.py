@@ -43,15 +43,16 @@ def check_one_owner(bad: torch.Tensor, rows: torch.Tensor, owners: torch.Tensor,
     `bad` would stall the host, so (as the NPU adapter's target check, SPEC §1) it is an
     asynchronous device-side assert where the backend registers one, a host check only
     under ASCEND_OPS_NPU_CHECK_TARGETS=1, and otherwise skipped; in a torch.compile'd
-    graph, on any device, the asynchronous assert."""
+    graph the asynchronous assert where the device has a kernel for it (torch_npu 2.13
+    registers none: a graph holding it would fail to run there), else nothing."""
     if torch.compiler.is_compiling():  # a traced graph cannot read `bad` on the host
-        torch._assert_async(~bad.any(), "linear_cross_entropy: a 'target' is held by no "
-                            "shard or by several (run uncompiled to see the row)")
+        if _has_device_assert(bad.device):
+            torch._assert_async(~bad.any(), "linear_cross_entropy: a 'target' is held by no "
+                                "shard or by several (run uncompiled to see the row)")
         return
     on_host = bad.device.type == "cpu" or os.environ.get("ASCEND_OPS_NPU_CHECK_TARGETS") == "1"
     if not on_host:
-        key = "CUDA" if bad.device.type == "cuda" else "PrivateUse1"
-        if torch._C._dispatch_has_kernel_for_dispatch_key("aten::_assert_async.msg", key):
+        if _has_device_assert(bad.device):
             torch._assert_async(~bad.any(), "linear_cross_entropy: a 'target' is held by no "
                                 "shard or by several (ASCEND_OPS_NPU_CHECK_TARGETS=1 names the row)")
         return
@@ -61,3 +62,13 @@ def check_one_owner(bad: torch.Tensor, rows: torch.Tensor, owners: torch.Tensor,
             f"linear_cross_entropy: 'target' must be a vocabulary id held by exactly one "
             f"shard (or ignore_index={ignore_index}), got target[{row}] = {int(rows[row])} "
             f"held by {int(owners[row])} shards")
+
+
+def _has_device_assert(device: torch.device) -> bool:
+    """Whether `device`'s backend has a kernel for aten::_assert_async.msg."""
+    return _backend_has_assert({"cpu": "CPU", "cuda": "CUDA"}.get(device.type, "PrivateUse1"))
+
+
+@torch._dynamo.assume_constant_result  # a fact of the process: torch.compile reads it once
+def _backend_has_assert(dispatch_key: str) -> bool:
+    return torch._C._dispatch_has_kernel_for_dispatch_key("aten::_assert_async.msg", dispatch_key)

@@ -23,13 +23,16 @@ off again: the kernels through `set_kernel_enabled(device, False)`, the "none" b
 registering torch's own formula back. Both are idempotent; `status()` says what is on.
 
 What our kernels serve, on each op's whole contract: input, linear_weight (and linear_bias)
-of one dtype, bfloat16 or float16 (and float32 on CPU), accumulated in float32 (acc_dtype
-float32, which torch's "auto" picks on CPU for half inputs; every acc_policy, whose choices
-only trade torch's own buffers), class weights, the bias and its gradient, ignore_index,
-the compute_* flags (a gradient not asked for is not computed) and allow_retain_graph (kept
-by torch's formula). batch_chunk_size is not followed: our kernels bound their memory
-themselves. Anything else (acc_dtype of a half type, float64, mixed dtypes, an option set
-that the NPU route cannot run) goes to torch's own body, with one log line per reason.
+of one dtype, bfloat16 or float16 (and float32 on CPU), accumulated in float32 whatever
+acc_dtype asks (every acc_policy, whose choices only trade torch's own buffers), class
+weights, the bias and its gradient, ignore_index, the compute_* flags (a gradient not asked
+for is not computed) and allow_retain_graph (kept by torch's formula). acc_dtype float32 is
+what torch's "auto" picks on CPU (and CUDA) for half inputs; on an NPU it picks the input's
+own dtype (torch 2.13's LinearCrossEntropyOptions._resolve_auto_acc_dtype knows no other
+device), so there a half acc_dtype equal to the input's is served too, with more precision
+than it asks. batch_chunk_size is not followed: our kernels bound their memory themselves.
+Anything else (a half acc_dtype on CPU, float64, mixed dtypes, an option set the NPU route
+cannot run) goes to torch's own body, with a warning (UserWarning) once per reason.
 
 A call runs on linear_cross_entropy's own routes (routes.forward_backward, below autograd),
 checked by its checks; an argument they refuse raises the RuntimeError torch's body raises
@@ -38,7 +41,7 @@ out of [0, V)). The "none" backward is an op with a fake kernel
 (ascend_ops::linear_cross_entropy_none_backward), so torch.compile traces it.
 
 The ops are private: `enable()` compares their schemas with the ones this module was
-written against and, if either differs (or torch lacks them), leaves torch alone and logs
+written against and, if either differs (or torch lacks them), leaves torch alone and warns
 why.
 """
 
@@ -46,8 +49,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import re
+import warnings
 
 import torch
 
@@ -56,8 +59,6 @@ from .call import MEMORY_SAVING
 from .checks import CPU_LCE_DTYPES, LCE_DTYPES, make_call
 
 __all__ = ["enable", "disable", "status", "SCHEMAS"]
-
-_log = logging.getLogger("ascend_ops")
 
 CHUNKED = "torch_nn::_linear_cross_entropy_batch_chunked"
 NO_REDUCTION = "torch_nn::_linear_cross_entropy_batch_chunked_no_reduction"
@@ -74,16 +75,19 @@ SCHEMAS = {
 }
 
 _state = {"registered": set(), "disabled": {}, "autograd": None}
-_logged: set[str] = set()
+_warned: set[str] = set()
 #: Calls served by our kernels and handed to torch's body since import (tests, benchmarks).
 calls = {"ours": 0, "torch": 0}
 
 
 def _log_once(reason: str) -> None:
+    """Count a call handed to torch's body; warn once per reason (a log line at INFO went
+    unseen: the caller believes our kernels run)."""
     calls["torch"] += 1
-    if reason not in _logged:
-        _logged.add(reason)
-        _log.info("torch's linear_cross_entropy runs its own body: %s", reason)
+    if reason not in _warned:
+        _warned.add(reason)
+        warnings.warn(f"ascend_ops: torch's linear_cross_entropy runs its own body, not our "
+                      f"kernels: {reason}", UserWarning, stacklevel=2)
 
 
 def _device_types() -> list[str]:
@@ -111,12 +115,15 @@ def _opdefs():
 
 
 def enable() -> bool:
-    """Run torch's chunked linear_cross_entropy on our kernels (CPU and NPU). Returns True
-    when they are on; False (and one log line saying why) when torch's ops are not the
-    ones our kernels implement, in which case torch is left alone."""
+    """Run torch's chunked linear_cross_entropy on our kernels (CPU and NPU), accumulating
+    in float32 (on an NPU also where torch's defaults ask for the input's half dtype).
+    Returns True when they are on; False (and a warning saying why) when torch's ops are
+    not the ones our kernels implement, in which case torch is left alone. A call our
+    kernels cannot serve runs torch's body, with a warning once per reason."""
     found, why = _opdefs()
     if found is None:
-        _log.warning("ascend_ops leaves torch's linear_cross_entropy alone: %s", why)
+        warnings.warn(f"ascend_ops leaves torch's linear_cross_entropy alone: {why}",
+                      UserWarning, stacklevel=2)
         return False
     (defs, module) = found
     for device in _device_types():
@@ -169,16 +176,20 @@ def status() -> dict[str, bool]:
 def _refusal(input, linear_weight, linear_bias, weight, acc_dtype) -> str | None:
     """Why our kernels cannot serve a call of these tensors (then torch's body runs), or
     None; the call's own checks (make_call) come after."""
-    allowed = CPU_LCE_DTYPES if input.device.type == "cpu" else LCE_DTYPES
+    device = input.device.type
+    allowed = CPU_LCE_DTYPES if device == "cpu" else LCE_DTYPES
     if input.dtype not in allowed:
-        return f"input dtype {input.dtype} on {input.device.type}"
+        return f"input dtype {input.dtype} on {device}"
     if input.dim() != 2:
         return f"a {input.dim()}-D input"
     if linear_weight.dtype != input.dtype or (linear_bias is not None
                                               and linear_bias.dtype != input.dtype):
         return "linear_weight or linear_bias of another dtype than input"
-    if acc_dtype != torch.float32:
-        return f"acc_dtype {acc_dtype} (our kernels accumulate in float32)"
+    # On the PrivateUse1 device (the NPU) torch's "auto" resolves acc_dtype to the input's
+    # dtype; our float32 accumulation is more than that asks.
+    npu_default = device == torch._C._get_privateuse1_backend_name() and acc_dtype == input.dtype
+    if acc_dtype != torch.float32 and not npu_default:
+        return f"acc_dtype {acc_dtype} on {device} (our kernels accumulate in float32)"
     if weight is not None and not weight.dtype.is_floating_point:
         return f"class weight of dtype {weight.dtype}"
     return None

@@ -1,6 +1,7 @@
 """Stand-in torch_npu 2.13.0 for the NPU emulation (tests/npu_emulation): importing it makes
-"npu" a device of this process, registers torch_npu's kernels and our adapter's on it, and
-provides `ascend_ops._npu`. Never installed: a test puts its directory on PYTHONPATH."""
+"npu" a device of this process, registers torch_npu's kernels and our adapter's on it and
+the "hccl" backend of torch.distributed, and provides `ascend_ops._npu`. Never installed: a
+test puts its directory on PYTHONPATH."""
 
 import pathlib
 import sys
@@ -11,11 +12,13 @@ if str(_TESTS) not in sys.path:
 
 from npu_emulation import adapter as _adapter  # noqa: E402
 from npu_emulation import device as _device  # noqa: E402
+from npu_emulation import hccl as _hccl  # noqa: E402
 from npu_emulation import torch_npu_kernels as _kernels  # noqa: E402,F401  (registers them)
 
 __version__ = "2.13.0"
 npu = _device.install()
 _adapter.install()
+_hccl.install()
 
 
 def npu_format_cast(tensor, acl_format: int):
