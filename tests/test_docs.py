@@ -65,6 +65,7 @@ EXTERNAL = {
     "op_api_common.cpp",
     "op_api_common_base.h", "BatchNormGatherStatsWithCountsKernelNpu.cpp", "register_npu.cpp",
     "OpParamMaker.cpp", "npu_ops.h", "npu_native_functions_by_codegen.yaml",
+    "CopyKernelOpApi.cpp", "ProcessGroupHCCL.cpp", "HCCLUtils.cpp", "NPUException.cpp",
     # torch, the compilers, MKL, Linux
     "immintrin.h", "mkl_cblas.h",
 }
