@@ -97,16 +97,16 @@ def relative(path: pathlib.Path) -> str:
 # `#if ASCEND_OPS_X86_KERNELS` (op_plugin/csrc/cpu/isa_builds.h); tests/test_build_sources.py
 # checks that every file using x86 intrinsics is listed here.
 X86_ONLY_SOURCES = frozenset({
-    "op_plugin/csrc/cpu/gemm/avx512_kernels.cpp",
-    "op_plugin/csrc/cpu/gemm/bf16_gemm.cpp",
-    "op_plugin/csrc/cpu/gemm/avx2_kernels.cpp",
-    "op_plugin/csrc/cpu/gemm/avx2_gemm_kernels.cpp",
-    "op_plugin/csrc/cpu/gemm/avx2_gemm.cpp",
-    "op_plugin/csrc/cpu/gemm/avx512_peak_loops.cpp",
-    "op_plugin/csrc/cpu/gemm/avx2_peak_loops.cpp",
-    "op_plugin/csrc/cpu/gemm/amx_peak_loops.cpp",
-    "op_plugin/csrc/cpu/gemm/amx_kernels.cpp",
-    "op_plugin/csrc/cpu/gemm/amx_tiles.h",  # included by the two AMX files only
+    "op_plugin/csrc/cpu/gemm/engines/avx512bf16/avx512_kernels.cpp",
+    "op_plugin/csrc/cpu/gemm/engines/avx512bf16/bf16_gemm.cpp",
+    "op_plugin/csrc/cpu/gemm/engines/avx2/avx2_kernels.cpp",
+    "op_plugin/csrc/cpu/gemm/engines/avx2/avx2_gemm_kernels.cpp",
+    "op_plugin/csrc/cpu/gemm/engines/avx2/avx2_gemm.cpp",
+    "op_plugin/csrc/cpu/gemm/engines/amx/amx_kernels.cpp",
+    "op_plugin/csrc/cpu/gemm/engines/amx/amx_tiles.h",  # included by the two AMX files only
+    "op_plugin/csrc/cpu/gemm/peak_loops/avx512_peak_loops.cpp",
+    "op_plugin/csrc/cpu/gemm/peak_loops/avx2_peak_loops.cpp",
+    "op_plugin/csrc/cpu/gemm/peak_loops/amx_peak_loops.cpp",
     "op_plugin/csrc/cpu/batch_norm/batch_norm_loops_avx512.cpp",
     "op_plugin/csrc/cpu/batch_norm/batch_norm_loops_avx2.cpp",
 })
@@ -136,8 +136,9 @@ X86_KERNELS = TARGET_ARCH == "x86_64"
 
 def native_sources() -> list[str]:
     csrc = ROOT / "op_plugin" / "csrc"
-    # The CPU kernels live in one folder per concern (cpu/gemm, cpu/cross_entropy, cpu/batch_norm).
-    sources = sorted(csrc.glob("*.cpp")) + sorted((csrc / "cpu").glob("*/*.cpp"))
+    # The CPU kernels live in one folder per concern (cpu/gemm, cpu/cross_entropy, cpu/batch_norm),
+    # the GEMM layer's in sub-folders of its own (engines, choice, operands, peak_loops).
+    sources = sorted(csrc.glob("*.cpp")) + sorted((csrc / "cpu").glob("*/**/*.cpp"))
     # CANN's shape limits, plain C++: _C reports them on every build (ascend_ops.npu_limits).
     sources.append(csrc / "npu" / "builtin_limits.cpp")
     chosen = [relative(p) for p in sources if X86_KERNELS or relative(p) not in X86_ONLY_SOURCES]

@@ -229,7 +229,7 @@ def peak_extra_mib(provider: str, bt: int, h: int, v: int) -> float:
     make_step(provider, x, w, t)()  # warm-up (and compilation); it drops its gradients
     gc.collect()
     # ascend_ops' step keeps its gradient cache, logits chunk and weight gradient blocks from
-    # one step to the next (op_plugin/csrc/cpu/gemm/kept_scratch.h): freed here, so that the
+    # one step to the next (op_plugin/csrc/cpu/gemm/operands/kept_scratch.h): freed here, so that the
     # measured step allocates them again and they count in its peak (nothing is kept for
     # the other providers).
     from ascend_ops import _extension

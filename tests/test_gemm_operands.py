@@ -1,4 +1,4 @@
-"""The GEMM operand contract (op_plugin/csrc/cpu/gemm/gemm_operands.h): no engine ever multiplies
+"""The GEMM operand contract (op_plugin/csrc/cpu/gemm/operands/gemm_operands.h): no engine ever multiplies
 a NaN or Inf that lies outside an operand's logical region. oneDNN's AMX kernels read an
 operand's padding up to its leading dimension; on a CPU without AMX that reading cannot be
 seen in results, so the suite runs with ASCEND_OPS_CPU_CHECK_GEMM_OPERANDS=1 (every operand

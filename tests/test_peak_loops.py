@@ -1,5 +1,5 @@
 """The instruction loops scripts/benchmark_gemm_peak.py measures GEMMs against
-(op_plugin/csrc/cpu/gemm/peak_loops.h): which this CPU lists, that each runs, and the errors
+(op_plugin/csrc/cpu/gemm/peak_loops/peak_loops.h): which this CPU lists, that each runs, and the errors
 for a loop it cannot run. Their speeds are the benchmark's business, not a test's."""
 
 import pytest

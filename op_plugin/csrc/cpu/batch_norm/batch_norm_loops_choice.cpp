@@ -2,9 +2,9 @@
 // AVX2 builds exist only in a build with the x86 kernels (../isa_builds.h); elsewhere
 // (aarch64) the portable build is the only one, and forcing another is a ValueError.
 #include "../isa_builds.h"
-#include "../gemm/avx2_kernels.h"
-#include "../gemm/avx512_kernels.h"
-#include "../gemm/engine_switch.h"
+#include "../gemm/engines/avx2/avx2_kernels.h"
+#include "../gemm/engines/avx512bf16/avx512_kernels.h"
+#include "../gemm/choice/engine_switch.h"
 #include "batch_norm_loops.h"
 
 #include <c10/util/Exception.h>

@@ -30,10 +30,10 @@
 // every element is summed in one fixed order: results are bitwise reproducible.
 #include "../../target_mask.h"
 #include "../../validation.h"
-#include "../gemm/avx512_kernels.h"
+#include "../gemm/engines/avx512bf16/avx512_kernels.h"
 #include "../gemm/bf16_matrix.h"
 #include "../gemm/gemm.h"
-#include "../gemm/gemm_operands.h"
+#include "../gemm/operands/gemm_operands.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>

@@ -17,7 +17,7 @@
 #include "../../validation.h"
 #include "../gemm/bf16_matrix.h"
 #include "../gemm/gemm.h"
-#include "../gemm/gemm_operands.h"
+#include "../gemm/operands/gemm_operands.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>

@@ -2,8 +2,8 @@
 
 #include "../gemm/bf16_matrix.h"
 #include "../gemm/gemm.h"
-#include "../gemm/gemm_operands.h"
-#include "../gemm/kept_scratch.h"
+#include "../gemm/operands/gemm_operands.h"
+#include "../gemm/operands/kept_scratch.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/ops/empty.h>

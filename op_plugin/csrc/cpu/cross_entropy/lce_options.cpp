@@ -2,7 +2,7 @@
 
 #include "../gemm/bf16_matrix.h"
 #include "../gemm/gemm.h"
-#include "../gemm/gemm_operands.h"
+#include "../gemm/operands/gemm_operands.h"
 #include "lce_grad_cache.h"
 #include "logit_options.h"
 

@@ -2,8 +2,8 @@
 
 #include "../isa_builds.h"
 #if ASCEND_OPS_X86_KERNELS
-#include "avx2_kernels.h"
-#include "avx512_kernels.h"
+#include "engines/avx2/avx2_kernels.h"
+#include "engines/avx512bf16/avx512_kernels.h"
 #endif
 
 #include <ATen/Parallel.h>

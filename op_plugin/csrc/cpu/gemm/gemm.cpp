@@ -1,16 +1,16 @@
 #include "gemm.h"
 
 #include "../isa_builds.h"
-#include "amx_kernels.h"
-#include "avx2_kernels.h"
-#include "avx512_kernels.h"
+#include "engines/amx/amx_kernels.h"
+#include "engines/avx2/avx2_kernels.h"
+#include "engines/avx512bf16/avx512_kernels.h"
 #include "bf16_matrix.h"
-#include "engine_cache.h"
-#include "gemm_operands.h"
-#include "mkl_gemm.h"
+#include "choice/engine_cache.h"
+#include "operands/gemm_operands.h"
+#include "engines/mkl_gemm.h"
 #if ASCEND_OPS_X86_KERNELS
-#include "avx2_gemm.h"
-#include "bf16_gemm.h"
+#include "engines/avx2/avx2_gemm.h"
+#include "engines/avx512bf16/bf16_gemm.h"
 #endif
 
 #include <ATen/CPUGeneratorImpl.h>

@@ -36,7 +36,7 @@
 // them, for operands at the same addresses modulo its alignment).
 #pragma once
 
-#include "engine_switch.h"
+#include "choice/engine_switch.h"
 
 #include <ATen/core/Tensor.h>
 

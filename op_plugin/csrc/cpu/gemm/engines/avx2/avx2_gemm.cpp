@@ -1,9 +1,9 @@
 #include "avx2_gemm.h"
 
 #include "avx2_gemm_kernels.h"
-#include "bf16_matrix.h"
-#include "cpu_caches.h"
-#include "gemm_operands.h"
+#include "../../bf16_matrix.h"
+#include "../../cpu_caches.h"
+#include "../../operands/gemm_operands.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/Parallel.h>

@@ -4,7 +4,7 @@
 #pragma GCC target("avx2,fma")
 
 #include "avx2_kernels.h"
-#include "avx512_kernels.h"  // kExpSumBlock (plain C declarations only)
+#include "../avx512bf16/avx512_kernels.h"  // kExpSumBlock (plain C declarations only)
 
 #include <immintrin.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 #include "kept_scratch.h"
 
-#include "engine_switch.h"
+#include "../choice/engine_switch.h"
 #include "gemm_operands.h"
 
 #include <ATen/ops/from_blob.h>

@@ -1,11 +1,11 @@
 // Which x86 kernels this CPU runs. The questions are asked on every build; a build without
 // the x86 kernels (cpu/isa_builds.h) answers no, and names no x86 builtin
 // (__builtin_cpu_supports is x86-only in GCC before 14).
-#include "../isa_builds.h"
-#include "amx_kernels.h"
-#include "avx2_kernels.h"
-#include "avx512_kernels.h"
-#include "peak_loops.h"
+#include "../../isa_builds.h"
+#include "amx/amx_kernels.h"
+#include "avx2/avx2_kernels.h"
+#include "avx512bf16/avx512_kernels.h"
+#include "../peak_loops/peak_loops.h"
 
 namespace ascend_ops {
 namespace cpu {

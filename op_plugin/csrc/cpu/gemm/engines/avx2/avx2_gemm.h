@@ -4,7 +4,7 @@
 // operand is ever copied whole.
 #pragma once
 
-#include "avx512_kernels.h"  // Bf16View
+#include "../avx512bf16/avx512_kernels.h"  // Bf16View
 
 #include <cstdint>
 

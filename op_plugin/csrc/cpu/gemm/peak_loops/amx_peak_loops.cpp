@@ -7,7 +7,7 @@
 
 #include "peak_loops.h"
 
-#include "amx_tiles.h"
+#include "../engines/amx/amx_tiles.h"
 
 #include <cpuid.h>
 #include <immintrin.h>

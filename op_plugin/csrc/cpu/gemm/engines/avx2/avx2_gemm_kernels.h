@@ -14,7 +14,7 @@
 // vectors of 8 B values, into 12 accumulators.
 #pragma once
 
-#include "avx512_kernels.h"  // Bf16View (plain C declarations only)
+#include "../avx512bf16/avx512_kernels.h"  // Bf16View (plain C declarations only)
 
 #include <stdint.h>
 

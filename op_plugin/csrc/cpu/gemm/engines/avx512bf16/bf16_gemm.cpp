@@ -1,10 +1,10 @@
 #include "bf16_gemm.h"
 
-#include "amx_kernels.h"
-#include "bf16_matrix.h"
-#include "cpu_caches.h"
-#include "gemm_operands.h"
-#include "packing_buffers.h"
+#include "../amx/amx_kernels.h"
+#include "../../bf16_matrix.h"
+#include "../../cpu_caches.h"
+#include "../../operands/gemm_operands.h"
+#include "../../operands/packing_buffers.h"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>

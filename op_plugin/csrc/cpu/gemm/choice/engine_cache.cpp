@@ -1,6 +1,6 @@
 #include "engine_cache.h"
 
-#include "gemm.h"
+#include "../gemm.h"
 
 #include <ATen/Parallel.h>
 #include <torch/headeronly/version.h>

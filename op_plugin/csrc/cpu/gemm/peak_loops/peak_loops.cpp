@@ -1,8 +1,8 @@
 #include "peak_loops.h"
 
-#include "../isa_builds.h"
-#include "avx2_kernels.h"
-#include "avx512_kernels.h"
+#include "../../isa_builds.h"
+#include "../engines/avx2/avx2_kernels.h"
+#include "../engines/avx512bf16/avx512_kernels.h"
 
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>

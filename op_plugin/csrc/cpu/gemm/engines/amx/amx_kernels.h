@@ -10,7 +10,7 @@
 // is 16 pairs x 16 columns of the second (stride kNr words): TDPBF16PS's operand layouts.
 #pragma once
 
-#include "avx512_kernels.h"
+#include "../avx512bf16/avx512_kernels.h"
 
 #include <stdint.h>
 

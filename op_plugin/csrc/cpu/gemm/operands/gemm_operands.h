@@ -13,7 +13,7 @@
 // puts a zero in the second half of an odd K's last pair itself) and takes any strides.
 #pragma once
 
-#include "engine_switch.h"
+#include "../choice/engine_switch.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -1,6 +1,6 @@
 #include "packing_buffers.h"
 
-#include "engine_switch.h"
+#include "../choice/engine_switch.h"
 
 #include <c10/util/Exception.h>
 
