@@ -20,7 +20,7 @@ are appended to scripts/results/gemm_peak.csv.
     python scripts/benchmark_gemm_peak.py --sizes 1024,1024,4096 --engines avx512bf16 --rounds 3
     python scripts/benchmark_gemm_peak.py --choice      # the engine choice, quiet and loaded
 
---choice measures the engines as a first bfloat16 GEMM does (gemm.h: one thread, its CPU
+--choice measures the engines as a first bfloat16 GEMM does (engine_choice.h: one thread, its CPU
 time, alternated rounds, medians) `--rounds` times as the machine is, then as many times
 beside a load this script starts (two busy processes per kernel thread, each multiplying
 fp32 matrices on one thread), and prints every measurement's timings and choice per kind.

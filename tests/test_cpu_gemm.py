@@ -387,7 +387,7 @@ AMX_OWN_TIMINGS = {
 
 def test_amx_engine_is_chosen_where_fastest_and_ranks_after_onednn_in_a_tie(monkeypatch):
     """fp32_out: amx 12 % ahead of mkl, chosen. rounded: amx 5 % behind onednn, a tie the
-    preference gives to onednn (gemm.cpp: it ran the step's rounded products faster); amx
+    preference gives to onednn (engine_choice.cpp: it ran the step's rounded products faster); amx
     ahead by 5 % is a tie too, and amx 12 % ahead wins."""
     clear_switches(monkeypatch)
     choice = {kind: _C.cpu_gemm_choice(kind, AMX_OWN_ENGINES, AMX_OWN_TIMINGS[kind]) for kind in KINDS}

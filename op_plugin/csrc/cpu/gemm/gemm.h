@@ -11,38 +11,49 @@
 //   onednn      ATen's GEMM on fp32 copies of the operands with oneDNN told to compute
 //               in bf16 (exact: the values are bf16), which runs oneDNN's AMX or
 //               AVX512-BF16 kernels; its rounded products are oneDNN's bf16-in/bf16-out
-//               GEMM on the operands in place; bf16 operands only.
-//   mkl         MKL's cblas_gemm_bf16bf16f32 (mkl_gemm.h) on the bf16 operands in place,
-//               fp32 out; its rounded products are that, rounded once per row block;
-//               where libtorch_cpu exports it; bf16 operands only.
-//   amx         the project's own GEMM on AMX tiles (bf16_gemm.h: amx_bf16_gemm) where the
-//               CPU has AMX-BF16 and Linux grants the tile state, reading the bf16 operands
-//               in place; bf16 operands only.
-//   avx512bf16  the project's own GEMM (bf16_gemm.h) on CPUs with AVX512-BF16, reading the
-//               bf16 operands in place; bf16 operands only.
-//   avx2        the project's own GEMM for AVX2 + FMA (avx2_gemm.h), reading the bf16
-//               operands in place and widening them block by block as it packs them;
-//               bf16 operands only.
-//   portable    ATen's fp32 GEMM (IEEE) on fp32 copies; any CPU, bf16 and float16.
+//               GEMM on the operands in place (engines/onednn.h); bf16 operands only.
+//   mkl         MKL's cblas_gemm_bf16bf16f32 (engines/mkl_gemm.h) on the bf16 operands in
+//               place, fp32 out; its rounded products are that, rounded once per row
+//               block; where libtorch_cpu exports it; bf16 operands only.
+//   amx         the project's own GEMM on AMX tiles (engines/avx512bf16/bf16_gemm.h:
+//               amx_bf16_gemm, with the kernel of engines/amx/) where the CPU has AMX-BF16
+//               and Linux grants the tile state, reading the bf16 operands in place; bf16
+//               operands only.
+//   avx512bf16  the project's own GEMM (engines/avx512bf16/bf16_gemm.h) on CPUs with
+//               AVX512-BF16, reading the bf16 operands in place; bf16 operands only.
+//   avx2        the project's own GEMM for AVX2 + FMA (engines/avx2/avx2_gemm.h), reading
+//               the bf16 operands in place and widening them block by block as it packs
+//               them; bf16 operands only.
+//   portable    ATen's fp32 GEMM (IEEE) on fp32 copies (engines/portable.h); any CPU,
+//               bf16 and float16.
 //
 // The two kinds of product (GemmKind: fp32-out gemm(), rounded gemm_rounded()) each take
-// their own engine for bf16: the fastest measured for that kind (gemm_engine()), or the one
-// ASCEND_OPS_CPU_GEMM / ASCEND_OPS_CPU_GEMM_FP32_OUT / _ROUNDED forces (engine_switch.h).
-// On an Intel Xeon with AMX, mkl is the fastest fp32-out engine (no fp32 copies) and onednn
-// the fastest rounded one. Operands may be views of any strides; oneDNN, MKL and ATen are
-// handed only dense or zero-padded ones (gemm_operands.h), the own GEMM reads the logical
-// region. Each engine sums every element in an order fixed by the shape and the thread
-// count: results are reproducible for a given engine and thread count (mkl: as MKL makes
-// them, for operands at the same addresses modulo its alignment).
+// their own engine for bf16: the fastest measured for that kind (gemm_engine(),
+// choice/engine_choice.h), or the one ASCEND_OPS_CPU_GEMM / ASCEND_OPS_CPU_GEMM_FP32_OUT /
+// _ROUNDED forces (choice/engine_switch.h). On an Intel Xeon with AMX, mkl is the fastest
+// fp32-out engine (no fp32 copies) and onednn the fastest rounded one. Operands may be views
+// of any strides; oneDNN, MKL and ATen are handed only dense or zero-padded ones
+// (operands/gemm_operands.h), the own GEMM reads the logical region. Each engine sums every
+// element in an order fixed by the shape and the thread count: results are reproducible for
+// a given engine and thread count (mkl: as MKL makes them, for operands at the same
+// addresses modulo its alignment).
+//
+// This folder, by concern: engines/ (amx/, avx512bf16/ and avx2/ hold each instruction
+// set's kernels, GEMM and row kernels alike, compiled for x86-64 only; onednn, mkl_gemm and
+// portable wrap the GEMMs torch ships; cpu_features says which of them this CPU runs),
+// choice/ (the environment switches, the choice by measurement and its cache file),
+// operands/ (the operand contract and the memory the products use: packing buffers, kept
+// step buffers), peak_loops/ (each instruction's ceiling on this CPU); here, this interface
+// and its dispatch (gemm.cpp), bf16_matrix (the row helpers the kernels share) and
+// cpu_caches.
 #pragma once
 
+#include "choice/engine_choice.h"
 #include "choice/engine_switch.h"
 
 #include <ATen/core/Tensor.h>
 
-#include <functional>
 #include <memory>
-#include <optional>
 #include <vector>
 
 namespace ascend_ops {
@@ -124,51 +135,6 @@ std::vector<GemmEngine> available_gemm_engines();
 
 // Whether `engine` meets SPEC's numerics for `dtype` on this CPU.
 bool engine_usable(GemmEngine engine, at::ScalarType dtype);
-
-// One engine's speed on a kind's representative product.
-struct EngineTiming {
-  GemmEngine engine;
-  double tflops;
-};
-
-// Engines whose speed is within this fraction of the fastest one's count as equally fast.
-// 10 %: on AMD EPYC Zen 4, where avx512bf16 and onednn are one speed on the rounded
-// product, their measured ratio ranged 0.91-1.01 between starts (a third of them beside
-// four busy processes, 2026-12-05); a 5 % band let that noise pick the engine in about one
-// loaded start in five (docs/cpu_kernels.md).
-constexpr double kEngineTieBand = 0.10;
-
-// The choice itself, given what the environment forces, the engines available and the
-// timings (asked for only when nothing is forced): the forced engine (ValueError naming
-// the variable when it is not available), else the fastest timed engine among those
-// available, where engines within kEngineTieBand of the fastest are ranked by a fixed
-// preference (avx512bf16, avx2, onednn, amx, mkl, portable). Separate from the measurement so
-// that a test can inject timings.
-GemmEngine choose_gemm_engine(GemmKind kind, const std::optional<ForcedEngine>& forced,
-                              const std::vector<GemmEngine>& available,
-                              const std::function<std::vector<EngineTiming>()>& timings);
-
-// The engine for `kind`'s GEMMs of `dtype`: float16 always runs on portable; for bfloat16
-// the one the environment forces for the kind (ValueError if this CPU lacks it), else the
-// one decided once per process: read from the engine cache file (engine_cache.h) where it
-// holds this CPU's choice, else chosen on the engines measured now and written there.
-GemmEngine gemm_engine(at::ScalarType dtype, GemmKind kind);
-
-// The timings behind the unforced decision (measured now, or read from the cache file),
-// and whether they came from the file.
-//   fp32-out: x @ W.T, 512 x 2048 x 1024 (2.1 GFLOP), A kept widened, B fresh per run.
-//   rounded:  G @ W with K complete, 512 x 1024 x 4096 (4.3 GFLOP), fresh operands per run:
-//             as the gradient products, a deep K (the vocabulary or the rows) into a
-//             block of the [BT, H] or [V, H] output.
-// Each engine runs on one thread, its median over 9 rounds that alternate the engines, in
-// TFLOP/s of that thread's CPU time times the thread count (a busy machine ranks the
-// engines as a quiet one does).
-const std::vector<EngineTiming>& gemm_engine_timings(GemmKind kind);
-bool gemm_engine_from_cache(GemmKind kind);
-
-// A fresh measurement of every engine on the kind's product (as above), for the benchmark
-// that shows the choice from a quiet and from a loaded start.
-std::vector<EngineTiming> measure_gemm_engines(GemmKind kind);
 
 }  // namespace cpu
 }  // namespace ascend_ops

@@ -1,6 +1,6 @@
 #include "engine_cache.h"
 
-#include "../gemm.h"
+#include "engine_choice.h"
 
 #include <ATen/Parallel.h>
 #include <torch/headeronly/version.h>

@@ -5,10 +5,25 @@
 #include "amx/amx_kernels.h"
 #include "avx2/avx2_kernels.h"
 #include "avx512bf16/avx512_kernels.h"
-#include "../peak_loops/peak_loops.h"
+
+#if ASCEND_OPS_X86_KERNELS
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace ascend_ops {
 namespace cpu {
+#if ASCEND_OPS_X86_KERNELS
+namespace {
+
+// Linux's arch_prctl request for a dynamically enabled state component, and AMX's tile data
+// component (arch/x86/include/uapi/asm/prctl.h; XFEATURE_XTILEDATA = 18).
+constexpr int kArchReqXcompPerm = 0x1023;
+constexpr int kXfeatureXtiledata = 18;
+
+}  // namespace
+#endif
 
 bool avx512_core_supported() {
 #if ASCEND_OPS_X86_KERNELS
@@ -25,6 +40,26 @@ bool avx512_kernels_supported() {
 #if ASCEND_OPS_X86_KERNELS
   static const bool supported = avx512_core_supported() && __builtin_cpu_supports("avx512bf16");
   return supported;
+#else
+  return false;
+#endif
+}
+
+bool amx_bf16_supported() {
+#if ASCEND_OPS_X86_KERNELS
+  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE (Intel SDM).
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 22 & 1) && (edx >> 24 & 1);
+#else
+  return false;
+#endif
+}
+
+bool amx_tiles_granted() {
+#if ASCEND_OPS_X86_KERNELS
+  static const bool granted = amx_bf16_supported() &&
+                              syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  return granted;
 #else
   return false;
 #endif

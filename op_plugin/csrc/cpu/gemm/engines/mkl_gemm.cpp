@@ -1,5 +1,8 @@
 #include "mkl_gemm.h"
 
+#include "../gemm.h"
+#include "../operands/gemm_operands.h"
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -72,6 +75,26 @@ CblasOperand cblas_operand(const at::Tensor& t, at::Tensor& copy) {
   return {bits(copy), kCblasNoTrans, std::max<int64_t>(cols, 1)};
 }
 
+// The mkl engine's rounded product: fp32 sums of row blocks of at most kMklRowBlockBytes,
+// each rounded once (to nearest even) into out. At (BT, H) = (4096, 4096), 1024 rows a block.
+constexpr int64_t kMklRowBlockBytes = 16LL << 20;
+
+void mkl_bf16_gemm_rounded(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  const int64_t m = a.size(0);
+  const int64_t n = b.size(1);
+  if (m == 0 || n == 0) {
+    return;
+  }
+  const int64_t block = std::clamp<int64_t>(kMklRowBlockBytes / std::max<int64_t>(1, n * 4), 1, m);
+  at::Tensor sums = scratch_empty({block, n}, out.options().dtype(at::kFloat));
+  for (int64_t r0 = 0; r0 < m; r0 += block) {
+    const int64_t rows = std::min(block, m - r0);
+    at::Tensor c = sums.narrow(0, 0, rows);
+    mkl_bf16_gemm(a.narrow(0, r0, rows), b, c, /*accumulate=*/false);
+    out.narrow(0, r0, rows).copy_(c);  // rounded to nearest even, once
+  }
+}
+
 }  // namespace
 
 bool mkl_bf16_gemm_available() { return function() != nullptr; }
@@ -110,6 +133,22 @@ void mkl_bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool
               " n=", n, " k=", k, "; choose another with ASCEND_OPS_CPU_GEMM");
   function()(kCblasRowMajor, op_a.trans, op_b.trans, m, n, k, 1.0f, op_a.data, op_a.ld, op_b.data,
              op_b.ld, accumulate ? 1.0f : 0.0f, c.mutable_data_ptr<float>(), ldc);
+}
+
+void mkl_gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumulate) {
+  const at::Tensor a_half = engine_ready(a.half());
+  const at::Tensor b_half = engine_ready(b.half());
+  check_handed_operand(a_half, "A", GemmEngine::kMkl);
+  check_handed_operand(b_half, "B", GemmEngine::kMkl);
+  mkl_bf16_gemm(a_half, b_half, c, accumulate);
+}
+
+void mkl_gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out) {
+  const at::Tensor a_half = engine_ready(a.half());
+  const at::Tensor b_half = engine_ready(b.half());
+  check_handed_operand(a_half, "A", GemmEngine::kMkl);
+  check_handed_operand(b_half, "B", GemmEngine::kMkl);
+  mkl_bf16_gemm_rounded(a_half, b_half, out);
 }
 
 }  // namespace cpu

@@ -10,6 +10,8 @@
 namespace ascend_ops {
 namespace cpu {
 
+class GemmOperand;
+
 // Whether cblas_gemm_bf16bf16f32 is exported by a library of this process.
 bool mkl_bf16_gemm_available();
 
@@ -23,6 +25,13 @@ void mkl_bf16_gemm(const at::Tensor& a, const at::Tensor& b, at::Tensor& c, bool
 // 512 x 512 x 4096 product left 32 MiB resident (57 MiB at its peak), which a CPU where
 // another engine wins never uses again. Call only while no MKL call runs.
 void mkl_release_buffers();
+
+// gemm() and gemm_rounded() (gemm.h) on this engine. MKL reads the bf16 operands in place,
+// within the operand contract (gemm_operands.h): a padded view whose padding is not zero is
+// multiplied from a dense copy. The rounded product is fp32 sums of row blocks of at most
+// 16 MiB, each rounded once (to nearest even) into out.
+void mkl_gemm(const GemmOperand& a, const GemmOperand& b, at::Tensor& c, bool accumulate);
+void mkl_gemm_rounded(const GemmOperand& a, const GemmOperand& b, at::Tensor& out);
 
 }  // namespace cpu
 }  // namespace ascend_ops

@@ -9,34 +9,11 @@
 
 #include "../engines/amx/amx_tiles.h"
 
-#include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 namespace ascend_ops {
 namespace cpu {
-namespace {
-
-// Linux's arch_prctl request for a dynamically enabled state component, and AMX's tile data
-// component (arch/x86/include/uapi/asm/prctl.h; XFEATURE_XTILEDATA = 18).
-constexpr int kArchReqXcompPerm = 0x1023;
-constexpr int kXfeatureXtiledata = 18;
-
-}  // namespace
-
-bool amx_bf16_supported() {
-  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE (Intel SDM).
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 22 & 1) && (edx >> 24 & 1);
-}
-
-bool amx_tiles_granted() {
-  static const bool granted = amx_bf16_supported() &&
-                              syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  return granted;
-}
 
 float tdpbf16ps_loop(int64_t iterations) {
   configure_full_tiles();

@@ -1,6 +1,7 @@
 #include "peak_loops.h"
 
 #include "../../isa_builds.h"
+#include "../engines/amx/amx_kernels.h"
 #include "../engines/avx2/avx2_kernels.h"
 #include "../engines/avx512bf16/avx512_kernels.h"
 

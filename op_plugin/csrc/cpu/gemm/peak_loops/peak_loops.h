@@ -59,11 +59,6 @@ float tdpbf16ps_loop(int64_t iterations);
 // The same four accumulators, each iteration one K tile: its four operand tiles loaded from a
 // 16 KiB block in L1, interleaved with the products as amx_kernels.cpp interleaves them.
 float tdpbf16ps_from_l1_loop(int64_t iterations);
-// Whether the CPU has AMX-BF16 and AMX-TILE (CPUID leaf 7).
-bool amx_bf16_supported();
-// Whether this thread may use AMX tiles: asks Linux for the tile data state (arch_prctl
-// ARCH_REQ_XCOMP_PERM) once per process. False without AMX-BF16.
-bool amx_tiles_granted();
 
 }  // namespace cpu
 }  // namespace ascend_ops

@@ -20,9 +20,16 @@ namespace cpu {
 constexpr int64_t kAmxTilePairs = 16;  // K pairs per tile: 64 bytes per row
 constexpr int64_t kAmxPanelRows = 32;  // rows per A panel: two tiles of 16
 
-// True when this CPU runs AMX-BF16, Linux granted the tile state (peak_loops.h's
-// amx_tiles_granted) and AVX512-BF16 packs the operands.
+// True when this CPU runs AMX-BF16, Linux granted the tile state (amx_tiles_granted) and
+// AVX512-BF16 packs the operands.
 bool amx_kernels_supported();
+// Whether the CPU has AMX-BF16 and AMX-TILE (CPUID leaf 7).
+bool amx_bf16_supported();
+// Whether this thread may use AMX tiles: asks Linux for the tile data state (arch_prctl
+// ARCH_REQ_XCOMP_PERM) once per process. False without AMX-BF16.
+bool amx_tiles_granted();
+// (The three are answered in ../cpu_features.cpp, on every build: no on a build without the
+// x86 kernels.)
 
 // Sums in whole 32 x 32 blocks, each 4 KiB contiguous (rows of 32 fp32), block (i, j) of a
 // rows x cols product at (i * ceil(cols / 32) + j) * 1024: a leading dimension of this value
