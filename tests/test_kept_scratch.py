@@ -1,5 +1,5 @@
 """The blocks linear_cross_entropy's CPU step keeps from one step to the next
-(op_plugin/csrc/cpu/gemm/kept_scratch.{h,cpp}, python/ascend_ops/training/lce/grad_cache.py): a
+(op_plugin/csrc/cpu/gemm/operands/kept_scratch.{h,cpp}, python/ascend_ops/training/lce/grad_cache.py): a
 block is handed out again once its tensor is gone, never while it lives, never above what
 the caller allows to be kept, poisoned each time under ASCEND_OPS_CPU_POISON_SCRATCH=1, and
 freed on request; the logits chunk's block serves the weight gradient; a step's gradients

@@ -83,7 +83,7 @@ def plan_chunk_rows(input: torch.Tensor, weight: torch.Tensor, needs_grad: bool,
 
 # The forward's two large buffers are scratch (NaN-filled under ASCEND_OPS_CPU_POISON_SCRATCH=1,
 # as the tests run) in blocks kept from one step to the next, so that a step does not fault
-# in ~100 MiB of fresh pages (op_plugin/csrc/cpu/gemm/kept_scratch.h; the backward puts the
+# in ~100 MiB of fresh pages (op_plugin/csrc/cpu/gemm/operands/kept_scratch.h; the backward puts the
 # weight gradient in the chunk's block). G is kept within the budget, the chunk within
 # CHUNK_LOGITS_BYTES; a larger one (high-performance mode's G, a single row wider than that)
 # is the step's own.
