@@ -137,26 +137,5 @@ def pytest_runtest_makereport(item, call):
 
     if call.excinfo.errisinstance(_cann_tiling.CannTilingUnavailable):
         report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value}")
-
-
-def pytest_collection_modifyitems(config, items):
-    """ASCEND_OPS_TEST_SAMPLE=K keeps, of each parametrized test function, its first case and
-    then every K-th (in collection order), deselecting the rest; tests without parameters
-    all run. For a run that must reach every test function, so every path the suite tests,
-    but cannot afford every combination: .ci/run's aarch64 run under emulation (10-30x
-    slower). A K coprime to the parameter lists' lengths (7, 11) spreads the kept cases over
-    every parameter."""
-    k = int(os.environ.get("ASCEND_OPS_TEST_SAMPLE", "1") or "1")
-    if k <= 1:
-        return
-    seen: dict[tuple, int] = {}
-    kept, dropped = [], []
-    for item in items:
-        key = (item.path, getattr(item, "originalname", item.name))
-        index = seen.get(key, 0)
-        seen[key] = index + 1
-        (kept if not hasattr(item, "callspec") or index % k == 0 else dropped).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = kept
+        report.longrepr = (str(item.path), item.location[1] or 0,
+                           f"Skipped: CannTilingUnavailable: {call.excinfo.value}")

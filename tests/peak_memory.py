@@ -45,8 +45,8 @@ def fresh_python_number(script: str, drop_env: tuple[str, ...] = (), set_env: di
         env.pop(name, None)
     env.update(set_env or {})
     script = f"import sys; sys.path.insert(0, {str(SCRIPTS)!r})\n" + script
-    # ASCEND_OPS_TEST_TIMEOUT_SCALE stretches the limit where the child is emulated (.ci/run's
-    # aarch64 run under qemu)
+    # ASCEND_OPS_TEST_TIMEOUT_SCALE stretches the limit where the child is emulated (a run of
+    # the suite on the aarch64 tool, under qemu)
     timeout = 300 * float(os.environ.get("ASCEND_OPS_TEST_TIMEOUT_SCALE", "1"))
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=timeout, env=env)

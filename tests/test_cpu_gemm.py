@@ -321,6 +321,18 @@ def test_engine_cache_file_keeps_the_choice_per_cpu(tmp_path):
     assert not off.exists()
 
 
+def test_a_fresh_process_takes_this_process_s_choices_from_the_cache_file(monkeypatch):
+    """The run's cache file (conftest.py), written by this process's decision, serves a fresh
+    process: the same engines, read from the file, nothing measured again. (The aarch64 run
+    under emulation reaches the cache file by this test: a measurement there takes minutes.)"""
+    clear_switches(monkeypatch)
+    if not _C.cpu_gemm_cache_path():
+        pytest.skip("ASCEND_OPS_CPU_GEMM_CACHE turns the cache file off for this run")
+    here = {kind: _C.cpu_gemm_engine(kind) for kind in KINDS}  # decided (and kept) by now
+    fresh = fresh_choices({"ASCEND_OPS_CPU_GEMM_CACHE": _C.cpu_gemm_cache_path()})
+    assert fresh == {kind: (engine, True) for kind, engine in here.items()}
+
+
 def test_cache_file_follows_xdg(monkeypatch, tmp_path):
     env = {"ASCEND_OPS_CPU_GEMM_CACHE": "", "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     fresh_choices(env)

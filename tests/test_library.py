@@ -168,7 +168,7 @@ def test_main_job_prints_a_passing_parity_table():
     env = {k: v for k, v in os.environ.items()
            if k not in ("ASCEND_OPS_CPU_GEMM", "ASCEND_OPS_CPU_PORTABLE",
                         "ASCEND_OPS_CPU_GEMM_FP32_OUT", "ASCEND_OPS_CPU_GEMM_ROUNDED")}
-    # .ci/run's aarch64 run (emulated, ~1 min of CPU) stretches the limit with the scale
+    # a run under emulation (the aarch64 tool, ~1 min of CPU) stretches the limit with the scale
     timeout = 600 * float(os.environ.get("ASCEND_OPS_TEST_TIMEOUT_SCALE", "1"))
     result = subprocess.run([sys.executable, "-m", "ascend_ops"], capture_output=True, text=True,
                             timeout=timeout, env=env)
