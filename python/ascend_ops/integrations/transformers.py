@@ -11,5 +11,7 @@ import sys
 from ..training.integrations import transformers as _module
 
 if __name__ == "__main__":
-    sys.exit(_module.main())
+    from ..training.integrations._hf_check import main
+
+    sys.exit(main())
 sys.modules[__name__] = _module

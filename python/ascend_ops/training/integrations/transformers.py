@@ -30,7 +30,7 @@ from . import _hf_verdicts
 from ._hf_forward import PATCH_ATTR, CapturingHead, Patch, PatchedForward, labels_position
 from ._hf_heads import HeadRule, NotPatchable, forward_owner, head_rule
 
-__all__ = ["apply", "restore", "is_patched", "SUPPORTED_CLASSES", "main"]
+__all__ = ["apply", "restore", "is_patched", "SUPPORTED_CLASSES"]
 
 SUPPORTED_CLASSES = _hf_verdicts.verified_classes()
 _API = "ascend_ops.integrations.transformers.apply"
@@ -177,12 +177,3 @@ def _check_name(model: torch.nn.Module) -> str:
     if cls.__module__.startswith("transformers."):
         return cls.__name__
     return f"{cls.__module__}:{cls.__qualname__}"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m ascend_ops.integrations.transformers --check MODEL_TYPE_OR_CLASS`."""
-    from ._hf_check import main as check_main
-
-    return check_main(argv)
-
-
