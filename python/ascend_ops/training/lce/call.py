@@ -50,10 +50,6 @@ class LossOptions:
     def returns_extra(self) -> bool:
         return self.return_z_loss or self.return_lse or self.return_token_accuracy
 
-    def transforms_logits(self, has_bias: bool) -> bool:
-        """Whether y differs from the raw logits (bias, scale, soft-cap)."""
-        return has_bias or self.logit_scale != 1.0 or self.softcap is not None
-
     def active(self, has_bias: bool, has_class_weight: bool) -> list[str]:
         """The names of the options set to something other than their neutral value."""
         names = []

@@ -48,6 +48,13 @@ def grad_cache_budget() -> int:
     return mib << 20
 
 
+def chunk_rows(bt: int, vocab: int) -> int:
+    """Rows per forward chunk: BT split evenly into the fewest chunks of at most
+    CHUNK_LOGITS_BYTES of fp32 logits each (1 for no rows)."""
+    most = max(1, min(bt, CHUNK_LOGITS_BYTES // max(1, vocab * 4)))
+    return -(-bt // -(-bt // most)) if bt else 1  # ceil(bt / number of chunks)
+
+
 def plan_chunk_rows(input: torch.Tensor, weight: torch.Tensor, needs_grad: bool,
                     group: dist.ProcessGroup | None, bounded: bool = True) -> int:
     """Rows per forward chunk of the cached path, or 0 where the backward recomputes (or,
@@ -72,8 +79,7 @@ def plan_chunk_rows(input: torch.Tensor, weight: torch.Tensor, needs_grad: bool,
         and native.lce_cache_engine(input.dtype)
         and (not bounded or bt * native.cpu_scratch_ld(vocab) * input.element_size()
              <= grad_cache_budget()))
-    most = max(1, min(bt, CHUNK_LOGITS_BYTES // max(1, vocab * 4)))
-    chunk = -(-bt // -(-bt // most)) if bt else 1  # ceil(bt / number of chunks)
+    chunk = chunk_rows(bt, vocab)
     if group is None:
         return chunk if fits else 0
     plan = torch.tensor([int(fits), chunk], dtype=torch.int64, device=input.device)

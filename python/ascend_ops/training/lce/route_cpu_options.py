@@ -42,11 +42,6 @@ def why_not(call: LceCall) -> str | None:
     return None
 
 
-def _chunk_rows(bt: int, vocab: int) -> int:
-    most = max(1, min(bt, _grad_cache.CHUNK_LOGITS_BYTES // max(1, vocab * 4)))
-    return -(-bt // -(-bt // most)) if bt else 1  # ceil(bt / number of chunks)
-
-
 @dataclass
 class Saved:
     x: torch.Tensor
@@ -75,7 +70,7 @@ def forward(call: LceCall):
     if x.dtype == torch.bfloat16:
         cache_rows = _grad_cache.plan_chunk_rows(x, weight, call.needs_grad, group,
                                                  bounded=call.mode == MEMORY_SAVING)
-    chunk = cache_rows or _chunk_rows(bt, vocab)
+    chunk = cache_rows or _grad_cache.chunk_rows(bt, vocab)
     a, b = _math.upstream_scales(targets, call.reduction)
 
     logits = _grad_cache.kept_logits_chunk(native, min(chunk, max(bt, 1)), vocab)
