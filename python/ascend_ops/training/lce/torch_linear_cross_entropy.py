@@ -80,9 +80,9 @@ _warned: set[str] = set()
 calls = {"ours": 0, "torch": 0}
 
 
-def _log_once(reason: str) -> None:
-    """Count a call handed to torch's body; warn once per reason (a log line at INFO went
-    unseen: the caller believes our kernels run)."""
+def _hand_to_torch(reason: str) -> None:
+    """Count a call handed to torch's body; warn once per reason (the caller believes our
+    kernels run, so the hand-over must be seen)."""
     calls["torch"] += 1
     if reason not in _warned:
         _warned.add(reason)
@@ -219,7 +219,7 @@ def _ours(input, linear_weight, target, linear_bias, weight, reduction, ignore_i
         route, call = _route(input, linear_weight, target, linear_bias, weight, reduction,
                              ignore_index, wants)
         if route is None:
-            _log_once(call)
+            _hand_to_torch(call)
             return None
         calls["ours"] += 1
         return routes.forward_backward(route, call, wants, upstream)
@@ -266,7 +266,7 @@ def _chunked_kernel(input, linear_weight, target, linear_bias, weight, reduction
         served = _ours(input, linear_weight, target, linear_bias, weight, reduction,
                        ignore_index, wants)
     else:
-        _log_once(why)
+        _hand_to_torch(why)
     if served is None:
         return _torch_body(CHUNKED)(*args)
     loss, gi, gw, gb = served
@@ -286,7 +286,7 @@ def _no_reduction_kernel(input, linear_weight, target, linear_bias, weight, igno
         served = _ours(input, linear_weight, target, linear_bias, weight, "none", ignore_index,
                        (False, False, False))
     else:
-        _log_once(why)
+        _hand_to_torch(why)
     if served is None:
         return _torch_body(NO_REDUCTION)(input, linear_weight, target, linear_bias, weight,
                                          ignore_index, batch_chunk_size, acc_policy, acc_dtype)
@@ -313,7 +313,7 @@ def _no_reduction_backward(ctx, grad_output):
                                  ctx._ignore_index, wants)
         why = None if route is not None else call
     if why is not None:
-        _log_once(why)
+        _hand_to_torch(why)
         return module._linear_cross_entropy_batch_chunked_no_reduction_backward(ctx, grad_output)
     gi, gw, gb = none_backward(input, linear_weight, target, linear_bias, weight, grad_output,
                                ctx._ignore_index, *wants)
